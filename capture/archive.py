@@ -1,0 +1,127 @@
+"""Where bundles live, and the rules that keep two captures from trampling each other.
+
+Invariants:
+- Everything the collector writes is under the archive root: directories 0700, files 0600.
+- A bundle becomes visible only by a rename once sealed; an unsealed one has a hidden name.
+- One capture at a time per archive, by an exclusive flock on <root>/.capture.lock.
+- A hidden leftover found under the lock belongs to a capture that died; it is renamed
+  into a visible `-partial` bundle, never deleted.
+"""
+
+import errno
+import fcntl
+import os
+import re
+import time
+from pathlib import Path
+
+BUNDLES = "bundles"
+LOCK_NAME = ".capture.lock"
+INPROGRESS_SUFFIX = ".inprogress"
+PARTIAL_SUFFIX = "-partial"
+
+
+class ArchiveError(Exception):
+    """The archive cannot be used (not writable, not a directory)."""
+
+
+class Busy(Exception):
+    """Another capture holds the archive lock."""
+
+
+def default_root() -> Path:
+    """The design's default: /var/lib/evidence for root, else the XDG data directory."""
+    if os.geteuid() == 0:
+        return Path("/var/lib/evidence")
+    data = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    return Path(data) / "evidence"
+
+
+def resolve_root(cli_value: str | None, config_value: str | None) -> Path:
+    """--archive, then $EVIDENCE_ARCHIVE, then the configuration, then the default."""
+    chosen = cli_value or os.environ.get("EVIDENCE_ARCHIVE") or config_value
+    return Path(chosen).expanduser().absolute() if chosen else default_root()
+
+
+def private_dir(path: Path) -> Path:
+    """Create path (and missing parents) with mode 0700; an existing one is left as it is."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ArchiveError(f"{path}: cannot create archive directory: {exc.strerror}") from None
+    if not path.is_dir():
+        raise ArchiveError(f"{path}: exists and is not a directory")
+    return path
+
+
+def slug(text: str) -> str:
+    """A trigger as a directory-name fragment: alert:HostOOM -> alert-HostOOM."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:80] or "manual"
+
+
+def host_dir(root: Path, hostname: str) -> Path:
+    return private_dir(root / BUNDLES / slug(hostname))
+
+
+def new_bundle_name(parent: Path, stamp: str, trigger_slug: str) -> str:
+    """<stamp>_<slug>, suffixed -2, -3... if a bundle of the same second already exists."""
+    base = f"{stamp}_{trigger_slug}"
+    name, n = base, 1
+    while any((parent / candidate).exists() for candidate in
+              (name, f".{name}{INPROGRESS_SUFFIX}", f"{name}{PARTIAL_SUFFIX}")):
+        n += 1
+        name = f"{base}-{n}"
+    return name
+
+
+def inprogress_path(parent: Path, name: str) -> Path:
+    return parent / f".{name}{INPROGRESS_SUFFIX}"
+
+
+def leftovers(parent: Path) -> list[Path]:
+    """Hidden bundles of captures that never sealed (only meaningful under the lock)."""
+    return sorted(p for p in parent.glob(f".*{INPROGRESS_SUFFIX}") if p.is_dir())
+
+
+def partial_path(leftover: Path) -> Path:
+    """The visible name a leftover is kept under."""
+    name = leftover.name[1:].removesuffix(INPROGRESS_SUFFIX) + PARTIAL_SUFFIX
+    return leftover.with_name(name)
+
+
+class CaptureLock:
+    """An exclusive, bounded-wait lock on the archive. Released when the process dies."""
+
+    def __init__(self, root: Path):
+        self.path = root / LOCK_NAME
+        self.fd: int | None = None
+
+    def acquire(self, wait_s: float) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise ArchiveError(f"{self.path}: cannot open lock: {exc.strerror}") from None
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
+                    os.close(fd)
+                    raise ArchiveError(f"{self.path}: cannot lock: {exc.strerror}") from None
+                if time.monotonic() >= deadline:
+                    holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
+                    os.close(fd)
+                    raise Busy(holder or "another capture") from None
+                time.sleep(0.1)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
+                  .encode(), 0)
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.ftruncate(self.fd, 0)
+            os.close(self.fd)
+            self.fd = None

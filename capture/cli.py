@@ -1,0 +1,152 @@
+"""The `evidence` command line: one click group, one function per command.
+
+Invariant: bad input ends in one line on stderr and a documented exit status, never
+a traceback. Exit statuses are listed in EXIT_CODES and in the README.
+"""
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+import orjson
+
+from capture import __version__
+from capture.archive import ArchiveError, Busy, resolve_root
+from capture.config import ConfigError, load
+from capture.manifest import TRIGGER_KINDS
+from capture.runner import Capture, Trigger
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_BUSY = 3
+EXIT_ARCHIVE = 4
+EXIT_INCOMPLETE = 5
+EXIT_CODES = {
+    EXIT_OK: "the bundle was sealed complete",
+    EXIT_FAILED: "an unexpected internal error",
+    EXIT_USAGE: "bad usage or bad configuration",
+    EXIT_BUSY: "another capture holds the archive lock; nothing was captured",
+    EXIT_ARCHIVE: "the archive cannot be written (permissions, not a directory, disk full)",
+    EXIT_INCOMPLETE: "the bundle was sealed but some evidence was dropped (disk full)",
+}
+
+
+def fail(message: str, code: int) -> None:
+    click.echo(f"evidence: {message}", err=True)
+    sys.exit(code)
+
+
+def archive_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--archive and --config, shared by every command."""
+    fn = click.option("--config", "config_path", metavar="FILE",
+                      help="Configuration file (default: $EVIDENCE_CONFIG, "
+                           "/etc/evidence/config.toml, ~/.config/evidence/config.toml).")(fn)
+    return click.option("--archive", metavar="DIR",
+                        help="Archive root (default: $EVIDENCE_ARCHIVE, the config's archive, "
+                             "/var/lib/evidence as root, else ~/.local/share/evidence).")(fn)
+
+
+def parse_trigger(text: str, detail: str | None) -> Trigger:
+    kind, _, name = text.partition(":")
+    if kind not in TRIGGER_KINDS:
+        raise click.BadParameter(f"unknown kind {kind!r} (expected one of "
+                                 f"{', '.join(TRIGGER_KINDS)})", param_hint="--trigger")
+    return Trigger(kind=kind, name=name or None, detail=detail)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="evidence")
+def main() -> None:
+    """Flight recorder and incident analyst for local AI services.
+
+    Freeze the evidence before anyone restarts anything, then diagnose it offline.
+    """
+
+
+_EXIT_HELP = "\b\nExit status:\n" + "\n".join(f"  {code}  {text}" for code, text in EXIT_CODES.items())
+
+
+@main.command(epilog=_EXIT_HELP)
+@click.option("--window", type=click.FloatRange(min=0, max=3600), metavar="SECONDS",
+              help="Seconds to watch after the freeze (default 30, or window_s in the config); "
+                   "0 takes a single snapshot, for cron baselines.")
+@click.option("--trigger", "trigger_text", default="manual", show_default=True,
+              metavar="KIND[:NAME]",
+              help=f"What started this capture; KIND is one of {', '.join(TRIGGER_KINDS)}.")
+@click.option("--detail", metavar="TEXT", help="Free text recorded with the trigger.")
+@archive_options
+@click.option("--quiet", "-q", is_flag=True, help="No progress and no summary; errors only.")
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest summary as JSON.")
+def capture(window: float | None, trigger_text: str, detail: str | None, archive: str | None,
+            config_path: str | None, quiet: bool, as_json: bool) -> None:
+    """Freeze an evidence bundle of this machine.
+
+    Reads what changes first (processes, then memory, vmstat and pressure, then the
+    kernel log and logs), samples memory, pressure and the largest processes once a
+    second through the window, and seals the bundle into the archive. Read-only:
+    nothing on the machine is restarted, freed or signalled. Prints the bundle's path.
+    """
+    trigger = parse_trigger(trigger_text, detail)
+    try:
+        config = load(config_path)
+    except ConfigError as exc:
+        fail(f"config: {exc}", EXIT_USAGE)
+    window_s = config.window_s if window is None else window
+    root = resolve_root(archive, config.archive)
+    progress = None
+    if not quiet and not as_json and sys.stderr.isatty() and window_s > 0:
+        progress = _progress_bar
+    try:
+        outcome = Capture(config, trigger, window_s, root, on_progress=progress).run()
+    except Busy as exc:
+        fail(f"another capture is running ({exc}); waited {config.limits.lock_wait_s:g} s, "
+             "not stacking a second one", EXIT_BUSY)
+    except ArchiveError as exc:
+        fail(str(exc), EXIT_ARCHIVE)
+    except OSError as exc:
+        fail(f"{exc.filename or root}: {exc.strerror}", EXIT_ARCHIVE)
+    if progress:
+        click.echo("", err=True)
+    for path in outcome.recovered:
+        click.echo(f"evidence: kept the unfinished bundle of a capture that died as {path}",
+                   err=True)
+    manifest = outcome.manifest
+    if as_json:
+        click.echo(orjson.dumps(_summary(outcome), option=orjson.OPT_INDENT_2).decode())
+    elif not quiet:
+        click.echo(str(outcome.path))
+        _print_probes(manifest)
+    sys.exit(EXIT_OK if manifest["complete"] else EXIT_INCOMPLETE)
+
+
+def _summary(outcome: Any) -> dict[str, Any]:
+    m = outcome.manifest
+    return {
+        "bundle_id": m["bundle_id"], "path": str(outcome.path), "host": m["host"],
+        "trigger": m["trigger"], "started_at": m["started_at"], "finished_at": m["finished_at"],
+        "window_s": m["window_s"], "complete": m["complete"], "partial_reason": m["partial_reason"],
+        "probes": {name: {"status": p["status"], "reason": p["reason"]}
+                   for name, p in m["probes"].items()},
+        "dropped": m["dropped"], "recovered": [str(p) for p in outcome.recovered],
+        "collector": m["collector"],
+    }
+
+
+def _print_probes(manifest: dict[str, Any]) -> None:
+    for name, probe in manifest["probes"].items():
+        note = f"  {probe['reason']}" if probe["reason"] else ""
+        samples = probe.get("sampling", {}).get("samples")
+        extra = f", {samples} samples" if samples else ""
+        click.echo(f"  {name:<10} {probe['status']:<8} {probe['duration_ms']:>8.1f} ms{extra}{note}",
+                   err=True)
+    for item in manifest["dropped"]:
+        click.echo(f"  dropped {item['file']}: {item['reason']}", err=True)
+
+
+def _progress_bar(elapsed: float, total: float) -> None:
+    width = 30
+    done = int(width * elapsed / total) if total else width
+    click.echo(f"\rwatching [{'#' * done}{'.' * (width - done)}] {elapsed:4.0f}/{total:.0f} s",
+               err=True, nl=False)

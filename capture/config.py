@@ -1,0 +1,248 @@
+"""The one TOML configuration file, validated into plain dataclasses.
+
+Invariant: a configuration error names the offending key and raises ConfigError,
+which the command line turns into one line and exit status 2. The keys of the
+design document are the contract: more may be added, none renamed.
+"""
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+ENGINE_KINDS = ("llama-swap", "ollama", "comfyui", "a1111", "vllm", "sglang", "llama-server")
+CHECK_KINDS = ("http", "completion", "command", "tcp")
+RUNTIMES = ("docker", "podman")
+DEFAULT_PATHS = (Path("/etc/evidence/config.toml"), Path("~/.config/evidence/config.toml"))
+_DURATION = re.compile(r"^(\d+)([smhd])$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class ConfigError(Exception):
+    """A configuration problem, worded for the operator: `where: what is wrong`."""
+
+
+@dataclass(frozen=True)
+class LogSource:
+    name: str
+    path: str | None = None
+    unit: str | None = None
+    container: str | None = None
+    runtime: str | None = None
+
+
+@dataclass(frozen=True)
+class Engine:
+    kind: str
+    url: str
+    name: str
+    container: str | None = None
+    unit: str | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    kind: str
+    url: str | None = None
+    model: str | None = None
+    command: str | None = None
+    timeout_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class CaptureLimits:
+    """Bounds of the collector; the defaults keep a 30 s bundle under about 5 MB."""
+
+    log_bytes: int = 512 * 1024
+    log_lines: int = 5000
+    log_since_s: int = 6 * 3600
+    kernel_lookback_s: int = 24 * 3600
+    kernel_tail: int = 300
+    lock_wait_s: float = 10.0
+    top_n: int = 20
+
+
+@dataclass(frozen=True)
+class Config:
+    source: str | None = None
+    archive: str | None = None
+    window_s: float = 30.0
+    prometheus_url: str | None = None
+    prometheus_lookback_s: int = 24 * 3600
+    engines: tuple[Engine, ...] = ()
+    logs: tuple[LogSource, ...] = ()
+    checks: tuple[Check, ...] = ()
+    limits: CaptureLimits = field(default_factory=CaptureLimits)
+
+    def log_sources(self) -> list[LogSource]:
+        """Configured logs plus the journald units and containers named by engines."""
+        sources = list(self.logs)
+        for engine in self.engines:
+            if engine.unit:
+                sources.append(LogSource(name=f"{engine.name}:unit", unit=engine.unit))
+            if engine.container:
+                sources.append(LogSource(name=f"{engine.name}:container", container=engine.container))
+        return sources
+
+
+def parse_duration(text: Any, where: str) -> int:
+    """`90s`, `15m`, `24h`, `7d` -> seconds."""
+    match = _DURATION.match(str(text))
+    if not match:
+        raise ConfigError(f"{where}: expected a duration such as 30m, 24h or 7d, got {text!r}")
+    return int(match.group(1)) * _SECONDS[match.group(2)]
+
+
+def locate(explicit: str | None) -> Path | None:
+    """--config, then $EVIDENCE_CONFIG, then the system and user defaults; None if none exist."""
+    named = explicit or os.environ.get("EVIDENCE_CONFIG")
+    if named:
+        path = Path(named).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"{path}: configuration file not found")
+        return path
+    for candidate in DEFAULT_PATHS:
+        path = candidate.expanduser()
+        if path.is_file():
+            return path
+    return None
+
+
+def load(explicit: str | None = None) -> Config:
+    """Read and validate the configuration; an absent default file means defaults."""
+    path = locate(explicit)
+    if path is None:
+        return Config()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        return from_dict(data, source=str(path))
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+class _Table:
+    """Typed access to one TOML table that remembers where it is, for error messages."""
+
+    def __init__(self, data: Any, where: str, allowed: set[str]):
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where}: expected a table")
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            raise ConfigError(f"{self._key(where, unknown[0])}: unknown key")
+        self.data, self.where = data, where
+
+    @staticmethod
+    def _key(where: str, key: str) -> str:
+        return f"{where}.{key}" if where else key
+
+    def text(self, key: str, required: bool = False) -> str | None:
+        value = self.data.get(key)
+        if value is None:
+            if required:
+                raise ConfigError(f"{self._key(self.where, key)}: required")
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigError(f"{self._key(self.where, key)}: expected a non-empty string")
+        return value
+
+    def number(self, key: str, default: float, minimum: float = 0) -> float:
+        value = self.data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < minimum:
+            raise ConfigError(f"{self._key(self.where, key)}: expected a number >= {minimum}")
+        return value
+
+    def choice(self, key: str, choices: tuple[str, ...], required: bool = False) -> str | None:
+        value = self.text(key, required)
+        if value is not None and value not in choices:
+            raise ConfigError(
+                f"{self._key(self.where, key)}: unknown {key} {value!r} "
+                f"(expected one of {', '.join(choices)})"
+            )
+        return value
+
+    def url(self, key: str, required: bool = False) -> str | None:
+        value = self.text(key, required)
+        if value is not None:
+            parsed = urlparse(value)
+            if parsed.scheme not in ("http", "https") or not parsed.hostname:
+                raise ConfigError(f"{self._key(self.where, key)}: not an http(s) URL: {value!r}")
+        return value
+
+    def duration(self, key: str, default: int) -> int:
+        value = self.data.get(key)
+        return default if value is None else parse_duration(value, self._key(self.where, key))
+
+    def tables(self, key: str) -> list[tuple[Any, str]]:
+        value = self.data.get(key, [])
+        if not isinstance(value, list):
+            raise ConfigError(f"{self._key(self.where, key)}: expected an array of tables ([[{key}]])")
+        return [(item, f"{key}[{i}]") for i, item in enumerate(value)]
+
+
+def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
+    """Validate a parsed TOML document; raises ConfigError naming the first bad key."""
+    top = _Table(data, "", {"archive", "window_s", "prometheus", "engines", "logs", "checks",
+                            "capture"})
+    prometheus = _Table(data.get("prometheus", {}), "prometheus", {"url", "lookback"})
+    capture = _Table(
+        data.get("capture", {}), "capture",
+        {"log_bytes", "log_lines", "log_since", "kernel_lookback", "kernel_tail", "lock_wait_s",
+         "top_n"},
+    )
+    defaults = CaptureLimits()
+    limits = CaptureLimits(
+        log_bytes=int(capture.number("log_bytes", defaults.log_bytes, 1024)),
+        log_lines=int(capture.number("log_lines", defaults.log_lines, 1)),
+        log_since_s=capture.duration("log_since", defaults.log_since_s),
+        kernel_lookback_s=capture.duration("kernel_lookback", defaults.kernel_lookback_s),
+        kernel_tail=int(capture.number("kernel_tail", defaults.kernel_tail, 0)),
+        lock_wait_s=capture.number("lock_wait_s", defaults.lock_wait_s, 0),
+        top_n=int(capture.number("top_n", defaults.top_n, 1)),
+    )
+
+    engines = []
+    for item, where in top.tables("engines"):
+        t = _Table(item, where, {"kind", "url", "name", "container", "unit"})
+        kind = t.choice("kind", ENGINE_KINDS, required=True)
+        engines.append(Engine(kind=kind, url=t.url("url", required=True), name=t.text("name") or kind,
+                              container=t.text("container"), unit=t.text("unit")))
+
+    logs = []
+    for item, where in top.tables("logs"):
+        t = _Table(item, where, {"path", "unit", "container", "runtime", "name"})
+        origins = [k for k in ("path", "unit", "container") if t.text(k)]
+        if len(origins) != 1:
+            raise ConfigError(f"{where}: give exactly one of path, unit or container")
+        origin = t.text(origins[0])
+        logs.append(LogSource(name=t.text("name") or origin, path=t.text("path"), unit=t.text("unit"),
+                              container=t.text("container"), runtime=t.choice("runtime", RUNTIMES)))
+
+    checks = []
+    for item, where in top.tables("checks"):
+        t = _Table(item, where, {"name", "kind", "url", "model", "command", "timeout_s"})
+        kind = t.choice("kind", CHECK_KINDS, required=True)
+        checks.append(Check(name=t.text("name", required=True), kind=kind,
+                            url=t.url("url", required=kind != "command"), model=t.text("model"),
+                            command=t.text("command", required=kind == "command"),
+                            timeout_s=t.number("timeout_s", 10.0, 0.1)))
+
+    return Config(
+        source=source,
+        archive=top.text("archive"),
+        window_s=top.number("window_s", 30.0, 0),
+        prometheus_url=prometheus.url("url"),
+        prometheus_lookback_s=prometheus.duration("lookback", 24 * 3600),
+        engines=tuple(engines),
+        logs=tuple(logs),
+        checks=tuple(checks),
+        limits=limits,
+    )

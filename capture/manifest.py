@@ -1,0 +1,116 @@
+"""The manifest: a bundle's table of contents, and the repair of one whose collector died.
+
+Invariants:
+- manifest.json exists from the first moment of a bundle (provisional, complete=false)
+  and is replaced atomically as probes finish, so a killed capture still says what it
+  had done.
+- Recovery never deletes evidence: it trims a half-written JSONL line (the one thing
+  the collector itself left half done), renames an unparseable file aside, marks the
+  bundle partial and makes it visible.
+"""
+
+import hashlib
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from capture import __version__
+from capture.archive import partial_path
+from capture.bundle import MANIFEST, BundleWriter, fsync_dir
+from capture.clock import iso, stamp
+from schemas import SCHEMA_VERSION
+
+TRIGGER_KINDS = ("manual", "cron", "healthcheck", "alert", "systemd", "hook")
+INCOMPLETE = ".incomplete"
+
+
+def new_manifest(started: float, window_s: float, trigger: dict[str, Any],
+                 hostname: str, config_source: str | None) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "bundle_id": f"{stamp(started)}-{uuid.uuid4().hex[:12]}",
+        "host": {"hostname": hostname, "boot_id": None, "kernel": None, "uptime_s": None},
+        "trigger": trigger,
+        "collector": {"version": __version__, "pid": os.getpid()},
+        "config_source": config_source,
+        "started_at": iso(started),
+        "finished_at": None,
+        "window_s": window_s,
+        "complete": False,
+        "partial_reason": "capture in progress",
+        "probes": {},
+        "files": [],
+        "dropped": [],
+    }
+
+
+def recover(leftover: Path, expected_probes: list[str]) -> Path:
+    """Turn the hidden directory of a capture that died into a visible partial bundle."""
+    notes = []
+    try:
+        manifest = orjson.loads((leftover / MANIFEST).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        manifest = None
+    if not isinstance(manifest, dict):
+        started = leftover.stat().st_mtime
+        manifest = new_manifest(started, 0, {"kind": "manual", "name": None, "detail": None,
+                                             "fired_at": iso(started)}, os.uname().nodename, None)
+        notes.append("its manifest was missing and has been rebuilt from the files present")
+    dropped = manifest.setdefault("dropped", [])
+    files = []
+    for path in sorted(leftover.iterdir()):
+        if path.name == MANIFEST or path.name.startswith(".") or path.name.endswith(INCOMPLETE):
+            continue
+        if not _repair(path, dropped):
+            continue
+        data = path.read_bytes()
+        files.append({"name": path.name, "probe": path.name.split(".")[0], "bytes": len(data),
+                      "sha256": hashlib.sha256(data).hexdigest()})
+    present = {f["name"] for f in files}
+    for entry in manifest["probes"].values():
+        entry["files"] = [f for f in entry.get("files", []) if f in present]
+    for name in expected_probes:
+        if name not in manifest["probes"]:
+            manifest["probes"][name] = {
+                "status": "error", "reason": "the collector stopped before this probe finished",
+                "duration_ms": None,
+                "files": [f["name"] for f in files if f["probe"] == name]}
+    manifest["files"] = files
+    manifest["complete"] = False
+    pid = manifest.get("collector", {}).get("pid")
+    manifest["partial_reason"] = "; ".join(
+        [f"the collector (pid {pid}) stopped before sealing this bundle; kept what it had written"]
+        + notes)
+    manifest["recovered_at"] = iso(time.time())
+    BundleWriter(leftover).write_manifest(manifest)
+    target = partial_path(leftover)
+    os.rename(leftover, target)
+    fsync_dir(target.parent)
+    return target
+
+
+def _repair(path: Path, dropped: list[dict[str, str]]) -> bool:
+    """Make a file the dead collector left readable; False if it had to be set aside."""
+    data = path.read_bytes()
+    if path.suffix == ".jsonl":
+        end = data.rfind(b"\n") + 1
+        if end < len(data):
+            with open(path, "r+b") as f:
+                f.truncate(end)
+            dropped.append({"file": path.name, "probe": path.name.split(".")[0],
+                            "reason": f"trimmed {len(data) - end} bytes of a record the "
+                                      "collector was writing when it stopped"})
+        return True
+    try:
+        orjson.loads(data)
+        return True
+    except orjson.JSONDecodeError:
+        os.rename(path, path.with_name(path.name + INCOMPLETE))
+        dropped.append({"file": path.name, "probe": path.name.split(".")[0],
+                        "reason": f"half written when the collector stopped; kept as "
+                                  f"{path.name}{INCOMPLETE}"})
+        return False

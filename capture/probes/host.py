@@ -1,0 +1,48 @@
+"""Who and when: hostname, boot id, kernel, uptime and load. The boot id tells the
+analyst whether the box was power-cycled between two bundles."""
+
+import os
+import socket
+
+from capture.probes import Probe, Reading, register
+
+
+@register
+class Host(Probe):
+    name = "host"
+    order = 50
+    priority = 850
+    timeout_s = 0.5
+
+    def _read(self, *parts: str) -> str | None:
+        try:
+            return self.ctx.proc.joinpath(*parts).read_text().strip()
+        except OSError:
+            return None
+
+    def freeze(self) -> Reading:
+        uname = os.uname()
+        uptime = self._read("uptime")
+        loadavg = self._read("loadavg")
+        return Reading(record={
+            "hostname": socket.gethostname(),
+            "boot_id": self._read("sys", "kernel", "random", "boot_id"),
+            "kernel": uname.release,
+            "kernel_version": uname.version,
+            "machine": uname.machine,
+            "os_release": _os_release(),
+            "cpus": os.cpu_count(),
+            "uptime_s": float(uptime.split()[0]) if uptime else None,
+            "loadavg": [float(x) for x in loadavg.split()[:3]] if loadavg else None,
+        })
+
+
+def _os_release() -> str | None:
+    try:
+        with open("/etc/os-release", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("PRETTY_NAME="):
+                    return line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return None

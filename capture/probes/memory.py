@@ -1,0 +1,36 @@
+"""Host memory: every /proc/meminfo key, /proc/swaps, and the free(1) view derived from them.
+
+On a unified-memory machine (GB10) this is the accelerator's memory gauge too.
+"""
+
+from typing import Any
+
+from capture.probes import Probe, Reading, register, unreadable
+from capture.procfs import free_view, parse_meminfo, parse_swaps
+
+
+@register
+class Memory(Probe):
+    name = "memory"
+    order = 20
+    priority = 800
+    timeout_s = 0.5
+    samples = True
+
+    def _read(self, leaf: str) -> str:
+        return (self.ctx.proc / leaf).read_text()
+
+    def freeze(self) -> Reading:
+        try:
+            meminfo = parse_meminfo(self._read("meminfo"))
+        except OSError as exc:
+            return unreadable(exc, "/proc/meminfo")
+        try:
+            swaps: list[dict[str, Any]] | None = parse_swaps(self._read("swaps"))
+        except OSError:
+            swaps = None  # a kernel without CONFIG_SWAP has no /proc/swaps
+        return Reading(record={"meminfo_kb": meminfo, "swaps": swaps,
+                               "free": free_view(meminfo, swaps)})
+
+    def sample(self) -> dict[str, Any]:
+        return {"meminfo_kb": parse_meminfo(self._read("meminfo"))}

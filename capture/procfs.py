@@ -1,0 +1,106 @@
+"""Parsers for the kernel's text files: pure functions from text to plain data.
+
+Values stay as the kernel printed them (kB stay kB, counters stay cumulative); rates
+and unit conversions belong to the analyst. Unknown keys are kept, never rejected:
+every kernel adds some. Formats: ../shared/reference/formats.md section 8.
+"""
+
+import re
+
+_PSI = re.compile(
+    r"^(some|full) avg10=([\d.]+) avg60=([\d.]+) avg300=([\d.]+) total=(\d+)$"
+)
+_OCTAL = re.compile(r"\\([0-7]{3})")
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """`MemTotal:  24683656 kB` -> {"MemTotal": 24683656}; kB, except HugePages_* counts."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        key, sep, rest = line.partition(":")
+        fields = rest.split()
+        if sep and fields and fields[0].isdigit():
+            out[key.strip()] = int(fields[0])
+    return out
+
+
+def parse_flat_keyed(text: str) -> dict[str, int]:
+    """`name value` lines (/proc/vmstat, memory.events, memory.stat) -> {name: value}."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[1].lstrip("-").isdigit():
+            out[fields[0]] = int(fields[1])
+    return out
+
+
+def parse_pressure(text: str) -> dict[str, dict[str, float | int]]:
+    """PSI text -> {"some": {"avg10", "avg60", "avg300", "total_us"}, "full": {...}}.
+
+    Kernels before 5.13 print no `full` line for cpu; the key is then simply missing.
+    """
+    out: dict[str, dict[str, float | int]] = {}
+    for line in text.splitlines():
+        match = _PSI.match(line.strip())
+        if match:
+            kind, a10, a60, a300, total = match.groups()
+            out[kind] = {"avg10": float(a10), "avg60": float(a60), "avg300": float(a300),
+                         "total_us": int(total)}
+    return out
+
+
+def parse_swaps(text: str) -> list[dict[str, str | int]]:
+    """/proc/swaps rows -> [{"filename", "type", "size_kb", "used_kb", "priority"}]."""
+    rows: list[dict[str, str | int]] = []
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 5:
+            continue
+        filename = _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), " ".join(fields[:-4]))
+        rows.append({"filename": filename, "type": fields[-4], "size_kb": int(fields[-3]),
+                     "used_kb": int(fields[-2]), "priority": int(fields[-1])})
+    return rows
+
+
+def free_view(meminfo_kb: dict[str, int], swaps: list[dict[str, str | int]] | None = None
+              ) -> dict[str, int | None]:
+    """The columns of free(1) in bytes, as procps-ng 4 computes them (used = total - available).
+
+    A key the kernel does not print gives None, never 0.
+    """
+    def kb(key: str) -> int | None:
+        value = meminfo_kb.get(key)
+        return None if value is None else value * 1024
+
+    total, free, available = kb("MemTotal"), kb("MemFree"), kb("MemAvailable")
+    parts = [kb("Buffers"), kb("Cached"), kb("SReclaimable")]
+    buff_cache = None if None in parts else sum(p for p in parts if p is not None)
+    swap_total, swap_free = kb("SwapTotal"), kb("SwapFree")
+    return {
+        "total": total,
+        "used": None if total is None or available is None else total - available,
+        "free": free,
+        "shared": kb("Shmem"),
+        "buff_cache": buff_cache,
+        "available": available,
+        "swap_total": swap_total,
+        "swap_used": None if swap_total is None or swap_free is None else swap_total - swap_free,
+        "swap_free": swap_free,
+        "swap_devices": None if swaps is None else len(swaps),
+    }
+
+
+def parse_kmsg_record(record: str) -> dict[str, int | str] | None:
+    """One /dev/kmsg record `pri,seq,ts_us,flags[,...];message\\n[ KEY=value...]`.
+
+    Returns level (0 emerg .. 7 debug), facility, seq, ts_us (since boot) and the text;
+    continuation lines (device dictionaries) are dropped. None if not a record.
+    """
+    head, sep, body = record.partition(";")
+    fields = head.split(",")
+    if not sep or len(fields) < 3 or not all(f.isdigit() for f in fields[:3]):
+        return None
+    pri = int(fields[0])
+    text = body.split("\n", 1)[0]
+    return {"level": pri & 7, "facility": pri >> 3, "seq": int(fields[1]),
+            "ts_us": int(fields[2]), "text": text}

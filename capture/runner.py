@@ -1,0 +1,251 @@
+"""The capture timeline: lock, freeze, watch, seal. The runner owns every bound.
+
+Invariants:
+- The whole capture ends within window + SEAL_MARGIN_S of its start, whatever a source
+  does: each probe call runs in a daemon thread that is abandoned at its timeout and
+  recorded as `timeout`; an abandoned call's result is never written.
+- Probes run in freeze order (what vanishes first is read first); the freeze as a
+  whole has FREEZE_BUDGET_S, and a probe reached after it is `skipped` with the reason.
+- During the watch a sampler whose last call is still running misses its tick (a
+  counted gap) instead of stacking threads: a slow source cannot stall the others.
+- The bundle is written under a hidden name and renamed into place when sealed.
+"""
+
+import os
+import resource
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from capture import archive
+from capture.bundle import BundleWriter, fsync_dir
+from capture.clock import iso, stamp
+from capture.config import Config
+from capture.manifest import new_manifest, recover
+from capture.probes import Context, Probe, Reading, ordered
+
+FREEZE_BUDGET_S = 2.4
+SEAL_MARGIN_S = 3.0
+SAMPLE_TIMEOUT_S = 0.5
+
+
+@dataclass
+class Trigger:
+    kind: str = "manual"
+    name: str | None = None
+    detail: str | None = None
+
+    @property
+    def slug(self) -> str:
+        return archive.slug(f"{self.kind}-{self.name}" if self.name else self.kind)
+
+
+@dataclass
+class Outcome:
+    path: Path
+    manifest: dict[str, Any]
+    recovered: list[Path] = field(default_factory=list)
+
+
+def bounded(fn: Callable[[], Any], timeout: float) -> tuple[str, Any]:
+    """Run fn in a daemon thread: ("ok", value), ("error", exception) or ("timeout", thread)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except Exception as exc:  # a probe's failure is evidence, not a crash of the capture
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(max(0.0, timeout))
+    if thread.is_alive():
+        return "timeout", thread
+    if "error" in box:
+        return "error", box["error"]
+    return "ok", box["value"]
+
+
+def process_age_s() -> float:
+    """Seconds since this process started, to the clock tick.
+
+    psutil's create_time adds the boot time, which /proc/stat gives in whole seconds, so it
+    can be a second off; the start tick against CLOCK_BOOTTIME is exact to 10 ms.
+    """
+    with open("/proc/self/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    start_ticks = int(fields[19])  # field 22 of stat(5); fields[0] is field 3
+    return time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
+
+
+class _Cost:
+    """The collector's own cost per phase: wall time, CPU seconds, peak RSS."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, dict[str, float]] = {}
+        self._mark = self._now()
+
+    @staticmethod
+    def _now() -> tuple[float, float]:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+        return time.monotonic(), cpu
+
+    def end(self, phase: str) -> None:
+        now = self._now()
+        self.phases[phase] = {"wall_s": round(now[0] - self._mark[0], 4),
+                              "cpu_s": round(now[1] - self._mark[1], 4)}
+        self._mark = now
+
+    def summary(self) -> dict[str, Any]:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return {
+            "cpu_s": round(own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, 4),
+            "peak_rss_bytes": own.ru_maxrss * 1024,
+            "phases": self.phases,
+        }
+
+
+class Capture:
+    def __init__(self, config: Config, trigger: Trigger, window_s: float, root: Path,
+                 on_progress: Callable[[float, float], None] | None = None,
+                 probes: list[type[Probe]] | None = None):
+        self.config, self.trigger, self.window_s, self.root = config, trigger, window_s, root
+        self.on_progress = on_progress
+        self.probe_classes = probes if probes is not None else ordered()
+
+    def run(self) -> Outcome:
+        process_started = time.time() - process_age_s()
+        archive.private_dir(self.root)
+        lock = archive.CaptureLock(self.root)
+        lock.acquire(self.config.limits.lock_wait_s)
+        try:
+            return self._locked(process_started)
+        finally:
+            lock.release()
+
+    def _locked(self, process_started: float) -> Outcome:
+        hostname = os.uname().nodename
+        parent = archive.host_dir(self.root, hostname)
+        names = [cls.name for cls in self.probe_classes]
+        recovered = [recover(left, names) for left in archive.leftovers(parent)]
+
+        started, mono0 = time.time(), time.monotonic()
+        fired_at = iso(started)
+        name = archive.new_bundle_name(parent, stamp(started), self.trigger.slug)
+        tmp = archive.inprogress_path(parent, name)
+        tmp.mkdir(mode=0o700)
+        writer = BundleWriter(tmp)
+        manifest = new_manifest(started, self.window_s,
+                                {"kind": self.trigger.kind, "name": self.trigger.name,
+                                 "detail": self.trigger.detail, "fired_at": fired_at},
+                                hostname, self.config.source)
+        manifest["collector"]["process_started_at"] = iso(process_started)
+        writer.write_manifest(manifest)
+
+        cost = _Cost()
+        ctx = Context(config=self.config, started=started)
+        probes = [cls(ctx) for cls in self.probe_classes]
+        self._freeze(probes, writer, manifest, mono0)
+        manifest["collector"]["freeze_done_after_process_start_s"] = round(
+            time.time() - process_started, 4)
+        cost.end("freeze")
+        writer.write_manifest({**manifest, "files": writer.table(), "dropped": writer.dropped})
+
+        self._watch(probes, writer, manifest, mono0)
+        cost.end("watch")
+
+        host = next((p.reading.record for p in probes if p.name == "host"), None) or {}
+        manifest["host"].update({k: host.get(k) for k in ("boot_id", "kernel", "uptime_s")})
+        manifest["finished_at"] = iso(time.time())
+        manifest["complete"] = not writer.dropped
+        manifest["partial_reason"] = (
+            None if not writer.dropped else "the disk filled; some evidence was dropped (see dropped)")
+        writer.sync()
+        cost.end("seal")
+        manifest["collector"].update(cost.summary())
+        manifest["files"], manifest["dropped"] = writer.table(), writer.dropped
+        writer.write_manifest(manifest)
+        final = parent / name
+        os.rename(tmp, final)
+        fsync_dir(parent)
+        return Outcome(final, manifest, recovered)
+
+    def _freeze(self, probes: list[Probe], writer: BundleWriter, manifest: dict[str, Any],
+                mono0: float) -> None:
+        budget_end = mono0 + FREEZE_BUDGET_S
+        for probe in probes:
+            left = budget_end - time.monotonic()
+            if left <= 0.05:
+                reading = Reading("skipped", "the freeze phase ran out of time before this probe")
+                self._record(probe, reading, 0.0, writer, manifest)
+                continue
+            timeout = min(probe.timeout_s, left)
+            probe.deadline = time.monotonic() + timeout
+            t = time.monotonic()
+            kind, value = bounded(probe.freeze, timeout)
+            elapsed = time.monotonic() - t
+            if kind == "timeout":
+                reading = Reading("timeout", f"no answer within {timeout:.2f} s; abandoned")
+            elif kind == "error":
+                reading = Reading("error", f"{type(value).__name__}: {value}")
+            else:
+                reading = value
+            self._record(probe, reading, elapsed, writer, manifest)
+
+    def _record(self, probe: Probe, reading: Reading, elapsed: float, writer: BundleWriter,
+                manifest: dict[str, Any]) -> None:
+        probe.reading = reading
+        files = []
+        if reading.record is not None:
+            fname = f"{probe.name}.json"
+            record = {"probe": probe.name, "collected_at": iso(time.time()), **reading.record}
+            if writer.write_json(fname, record, probe.name, probe.priority):
+                files.append(fname)
+        manifest["probes"][probe.name] = {
+            "status": reading.status, "reason": reading.reason,
+            "duration_ms": round(elapsed * 1000, 2), "files": files,
+        }
+
+    def _watch(self, probes: list[Probe], writer: BundleWriter, manifest: dict[str, Any],
+               mono0: float) -> None:
+        samplers = [p for p in probes if p.samples and p.reading.status == "ok"]
+        end = mono0 + self.window_s
+        busy: dict[str, threading.Thread] = {}
+        stats = {p.name: {"samples": 0, "gaps": 0, "errors": 0, "last_error": None}
+                 for p in samplers}
+        tick = 0
+        while samplers and time.monotonic() < end:
+            tick += 1
+            for probe in samplers:
+                stat = stats[probe.name]
+                if probe.name in busy and busy[probe.name].is_alive():
+                    stat["gaps"] += 1
+                    continue
+                busy.pop(probe.name, None)
+                at = time.time()
+                kind, value = bounded(probe.sample, min(SAMPLE_TIMEOUT_S, end - time.monotonic()))
+                if kind == "timeout":
+                    busy[probe.name] = value
+                    stat["gaps"] += 1
+                elif kind == "error":
+                    stat["errors"] += 1
+                    stat["last_error"] = f"{type(value).__name__}: {value}"
+                elif writer.append_jsonl(f"{probe.name}.samples.jsonl", {"t": iso(at), **value},
+                                         probe.name, probe.priority - 50):
+                    stat["samples"] += 1
+            if self.on_progress:
+                self.on_progress(min(time.monotonic() - mono0, self.window_s), self.window_s)
+            time.sleep(max(0.0, min(mono0 + tick, end) - time.monotonic()))
+        for probe in samplers:
+            entry = manifest["probes"][probe.name]
+            entry["sampling"] = stats[probe.name]
+            fname = f"{probe.name}.samples.jsonl"
+            if fname in writer.files:
+                entry["files"].append(fname)

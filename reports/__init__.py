@@ -1,0 +1,1 @@
+"""Renderers: Jinja2 templates fed with data from the analyst; no analysis lives here."""
