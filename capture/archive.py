@@ -67,8 +67,10 @@ def new_bundle_name(parent: Path, stamp: str, trigger_slug: str) -> str:
     """<stamp>_<slug>, suffixed -2, -3... if a bundle of the same second already exists."""
     base = f"{stamp}_{trigger_slug}"
     name, n = base, 1
-    while any((parent / candidate).exists() for candidate in
-              (name, f".{name}{INPROGRESS_SUFFIX}", f"{name}{PARTIAL_SUFFIX}")):
+    while any(
+        (parent / candidate).exists()
+        for candidate in (name, f".{name}{INPROGRESS_SUFFIX}", f"{name}{PARTIAL_SUFFIX}")
+    ):
         n += 1
         name = f"{base}-{n}"
     return name
@@ -116,8 +118,11 @@ class CaptureLock:
                     raise Busy(holder or "another capture") from None
                 time.sleep(0.1)
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
-                  .encode(), 0)
+        os.pwrite(
+            fd,
+            f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}".encode(),
+            0,
+        )
         self.fd = fd
 
     def release(self) -> None:

@@ -97,8 +97,12 @@ class BundleWriter:
                 if exc.errno not in _FULL:
                     raise
                 if not self._evict_below(priority, name):
-                    self._drop(name, f"disk full; no room even after dropping less important files"
-                               f" (needed {len(data)} bytes)", probe)
+                    self._drop(
+                        name,
+                        f"disk full; no room even after dropping less important files"
+                        f" (needed {len(data)} bytes)",
+                        probe,
+                    )
                     return False
         if entry is None:
             entry = self.files[name] = _File(probe, priority)
@@ -125,8 +129,11 @@ class BundleWriter:
 
     def _evict_below(self, priority: int, for_name: str) -> bool:
         """Remove the least important written file ranked below priority; False if none."""
-        victims = [(f.priority, -f.size, n) for n, f in self.files.items()
-                   if f.priority < priority and n != for_name]
+        victims = [
+            (f.priority, -f.size, n)
+            for n, f in self.files.items()
+            if f.priority < priority and n != for_name
+        ]
         if not victims:
             return False
         _, _, victim = min(victims)
@@ -137,14 +144,15 @@ class BundleWriter:
     def _drop(self, name: str, reason: str, probe: str | None = None) -> None:
         entry = self.files.pop(name, None)
         self._gone.add(name)
-        self.dropped.append({"file": name, "probe": entry.probe if entry else str(probe),
-                             "reason": reason})
+        self.dropped.append(
+            {"file": name, "probe": entry.probe if entry else str(probe), "reason": reason}
+        )
 
 
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def fsync_dir(path: Path) -> None:

@@ -40,19 +40,28 @@ def fail(message: str, code: int) -> None:
 
 def archive_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """--archive and --config, shared by every command."""
-    fn = click.option("--config", "config_path", metavar="FILE",
-                      help="Configuration file (default: $EVIDENCE_CONFIG, "
-                           "/etc/evidence/config.toml, ~/.config/evidence/config.toml).")(fn)
-    return click.option("--archive", metavar="DIR",
-                        help="Archive root (default: $EVIDENCE_ARCHIVE, the config's archive, "
-                             "/var/lib/evidence as root, else ~/.local/share/evidence).")(fn)
+    fn = click.option(
+        "--config",
+        "config_path",
+        metavar="FILE",
+        help="Configuration file (default: $EVIDENCE_CONFIG, "
+        "/etc/evidence/config.toml, ~/.config/evidence/config.toml).",
+    )(fn)
+    return click.option(
+        "--archive",
+        metavar="DIR",
+        help="Archive root (default: $EVIDENCE_ARCHIVE, the config's archive, "
+        "/var/lib/evidence as root, else ~/.local/share/evidence).",
+    )(fn)
 
 
 def parse_trigger(text: str, detail: str | None) -> Trigger:
     kind, _, name = text.partition(":")
     if kind not in TRIGGER_KINDS:
-        raise click.BadParameter(f"unknown kind {kind!r} (expected one of "
-                                 f"{', '.join(TRIGGER_KINDS)})", param_hint="--trigger")
+        raise click.BadParameter(
+            f"unknown kind {kind!r} (expected one of {', '.join(TRIGGER_KINDS)})",
+            param_hint="--trigger",
+        )
     return Trigger(kind=kind, name=name or None, detail=detail)
 
 
@@ -65,22 +74,40 @@ def main() -> None:
     """
 
 
-_EXIT_HELP = "\b\nExit status:\n" + "\n".join(f"  {code}  {text}" for code, text in EXIT_CODES.items())
+_EXIT_HELP = "\b\nExit status:\n" + "\n".join(
+    f"  {code}  {text}" for code, text in EXIT_CODES.items()
+)
 
 
 @main.command(epilog=_EXIT_HELP)
-@click.option("--window", type=click.FloatRange(min=0, max=3600), metavar="SECONDS",
-              help="Seconds to watch after the freeze (default 30, or window_s in the config); "
-                   "0 takes a single snapshot, for cron baselines.")
-@click.option("--trigger", "trigger_text", default="manual", show_default=True,
-              metavar="KIND[:NAME]",
-              help=f"What started this capture; KIND is one of {', '.join(TRIGGER_KINDS)}.")
+@click.option(
+    "--window",
+    type=click.FloatRange(min=0, max=3600),
+    metavar="SECONDS",
+    help="Seconds to watch after the freeze (default 30, or window_s in the config); "
+    "0 takes a single snapshot, for cron baselines.",
+)
+@click.option(
+    "--trigger",
+    "trigger_text",
+    default="manual",
+    show_default=True,
+    metavar="KIND[:NAME]",
+    help=f"What started this capture; KIND is one of {', '.join(TRIGGER_KINDS)}.",
+)
 @click.option("--detail", metavar="TEXT", help="Free text recorded with the trigger.")
 @archive_options
 @click.option("--quiet", "-q", is_flag=True, help="No progress and no summary; errors only.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest summary as JSON.")
-def capture(window: float | None, trigger_text: str, detail: str | None, archive: str | None,
-            config_path: str | None, quiet: bool, as_json: bool) -> None:
+def capture(
+    window: float | None,
+    trigger_text: str,
+    detail: str | None,
+    archive: str | None,
+    config_path: str | None,
+    quiet: bool,
+    as_json: bool,
+) -> None:
     """Freeze an evidence bundle of this machine.
 
     Reads what changes first (processes, then memory, vmstat and pressure, then the
@@ -101,8 +128,11 @@ def capture(window: float | None, trigger_text: str, detail: str | None, archive
     try:
         outcome = Capture(config, trigger, window_s, root, on_progress=progress).run()
     except Busy as exc:
-        fail(f"another capture is running ({exc}); waited {config.limits.lock_wait_s:g} s, "
-             "not stacking a second one", EXIT_BUSY)
+        fail(
+            f"another capture is running ({exc}); waited {config.limits.lock_wait_s:g} s, "
+            "not stacking a second one",
+            EXIT_BUSY,
+        )
     except ArchiveError as exc:
         fail(str(exc), EXIT_ARCHIVE)
     except OSError as exc:
@@ -110,8 +140,9 @@ def capture(window: float | None, trigger_text: str, detail: str | None, archive
     if progress:
         click.echo("", err=True)
     for path in outcome.recovered:
-        click.echo(f"evidence: kept the unfinished bundle of a capture that died as {path}",
-                   err=True)
+        click.echo(
+            f"evidence: kept the unfinished bundle of a capture that died as {path}", err=True
+        )
     manifest = outcome.manifest
     if as_json:
         click.echo(orjson.dumps(_summary(outcome), option=orjson.OPT_INDENT_2).decode())
@@ -124,12 +155,20 @@ def capture(window: float | None, trigger_text: str, detail: str | None, archive
 def _summary(outcome: Any) -> dict[str, Any]:
     m = outcome.manifest
     return {
-        "bundle_id": m["bundle_id"], "path": str(outcome.path), "host": m["host"],
-        "trigger": m["trigger"], "started_at": m["started_at"], "finished_at": m["finished_at"],
-        "window_s": m["window_s"], "complete": m["complete"], "partial_reason": m["partial_reason"],
-        "probes": {name: {"status": p["status"], "reason": p["reason"]}
-                   for name, p in m["probes"].items()},
-        "dropped": m["dropped"], "recovered": [str(p) for p in outcome.recovered],
+        "bundle_id": m["bundle_id"],
+        "path": str(outcome.path),
+        "host": m["host"],
+        "trigger": m["trigger"],
+        "started_at": m["started_at"],
+        "finished_at": m["finished_at"],
+        "window_s": m["window_s"],
+        "complete": m["complete"],
+        "partial_reason": m["partial_reason"],
+        "probes": {
+            name: {"status": p["status"], "reason": p["reason"]} for name, p in m["probes"].items()
+        },
+        "dropped": m["dropped"],
+        "recovered": [str(p) for p in outcome.recovered],
         "collector": m["collector"],
     }
 
@@ -139,8 +178,10 @@ def _print_probes(manifest: dict[str, Any]) -> None:
         note = f"  {probe['reason']}" if probe["reason"] else ""
         samples = probe.get("sampling", {}).get("samples")
         extra = f", {samples} samples" if samples else ""
-        click.echo(f"  {name:<10} {probe['status']:<8} {probe['duration_ms']:>8.1f} ms{extra}{note}",
-                   err=True)
+        click.echo(
+            f"  {name:<10} {probe['status']:<8} {probe['duration_ms']:>8.1f} ms{extra}{note}",
+            err=True,
+        )
     for item in manifest["dropped"]:
         click.echo(f"  dropped {item['file']}: {item['reason']}", err=True)
 
@@ -148,5 +189,8 @@ def _print_probes(manifest: dict[str, Any]) -> None:
 def _progress_bar(elapsed: float, total: float) -> None:
     width = 30
     done = int(width * elapsed / total) if total else width
-    click.echo(f"\rwatching [{'#' * done}{'.' * (width - done)}] {elapsed:4.0f}/{total:.0f} s",
-               err=True, nl=False)
+    click.echo(
+        f"\rwatching [{'#' * done}{'.' * (width - done)}] {elapsed:4.0f}/{total:.0f} s",
+        err=True,
+        nl=False,
+    )

@@ -85,7 +85,9 @@ class Config:
             if engine.unit:
                 sources.append(LogSource(name=f"{engine.name}:unit", unit=engine.unit))
             if engine.container:
-                sources.append(LogSource(name=f"{engine.name}:container", container=engine.container))
+                sources.append(
+                    LogSource(name=f"{engine.name}:container", container=engine.container)
+                )
         return sources
 
 
@@ -184,19 +186,30 @@ class _Table:
     def tables(self, key: str) -> list[tuple[Any, str]]:
         value = self.data.get(key, [])
         if not isinstance(value, list):
-            raise ConfigError(f"{self._key(self.where, key)}: expected an array of tables ([[{key}]])")
+            raise ConfigError(
+                f"{self._key(self.where, key)}: expected an array of tables ([[{key}]])"
+            )
         return [(item, f"{key}[{i}]") for i, item in enumerate(value)]
 
 
 def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
     """Validate a parsed TOML document; raises ConfigError naming the first bad key."""
-    top = _Table(data, "", {"archive", "window_s", "prometheus", "engines", "logs", "checks",
-                            "capture"})
+    top = _Table(
+        data, "", {"archive", "window_s", "prometheus", "engines", "logs", "checks", "capture"}
+    )
     prometheus = _Table(data.get("prometheus", {}), "prometheus", {"url", "lookback"})
     capture = _Table(
-        data.get("capture", {}), "capture",
-        {"log_bytes", "log_lines", "log_since", "kernel_lookback", "kernel_tail", "lock_wait_s",
-         "top_n"},
+        data.get("capture", {}),
+        "capture",
+        {
+            "log_bytes",
+            "log_lines",
+            "log_since",
+            "kernel_lookback",
+            "kernel_tail",
+            "lock_wait_s",
+            "top_n",
+        },
     )
     defaults = CaptureLimits()
     limits = CaptureLimits(
@@ -213,8 +226,15 @@ def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
     for item, where in top.tables("engines"):
         t = _Table(item, where, {"kind", "url", "name", "container", "unit"})
         kind = t.choice("kind", ENGINE_KINDS, required=True)
-        engines.append(Engine(kind=kind, url=t.url("url", required=True), name=t.text("name") or kind,
-                              container=t.text("container"), unit=t.text("unit")))
+        engines.append(
+            Engine(
+                kind=kind,
+                url=t.url("url", required=True),
+                name=t.text("name") or kind,
+                container=t.text("container"),
+                unit=t.text("unit"),
+            )
+        )
 
     logs = []
     for item, where in top.tables("logs"):
@@ -223,17 +243,30 @@ def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
         if len(origins) != 1:
             raise ConfigError(f"{where}: give exactly one of path, unit or container")
         origin = t.text(origins[0])
-        logs.append(LogSource(name=t.text("name") or origin, path=t.text("path"), unit=t.text("unit"),
-                              container=t.text("container"), runtime=t.choice("runtime", RUNTIMES)))
+        logs.append(
+            LogSource(
+                name=t.text("name") or origin,
+                path=t.text("path"),
+                unit=t.text("unit"),
+                container=t.text("container"),
+                runtime=t.choice("runtime", RUNTIMES),
+            )
+        )
 
     checks = []
     for item, where in top.tables("checks"):
         t = _Table(item, where, {"name", "kind", "url", "model", "command", "timeout_s"})
         kind = t.choice("kind", CHECK_KINDS, required=True)
-        checks.append(Check(name=t.text("name", required=True), kind=kind,
-                            url=t.url("url", required=kind != "command"), model=t.text("model"),
-                            command=t.text("command", required=kind == "command"),
-                            timeout_s=t.number("timeout_s", 10.0, 0.1)))
+        checks.append(
+            Check(
+                name=t.text("name", required=True),
+                kind=kind,
+                url=t.url("url", required=kind != "command"),
+                model=t.text("model"),
+                command=t.text("command", required=kind == "command"),
+                timeout_s=t.number("timeout_s", 10.0, 0.1),
+            )
+        )
 
     return Config(
         source=source,

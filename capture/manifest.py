@@ -28,8 +28,13 @@ TRIGGER_KINDS = ("manual", "cron", "healthcheck", "alert", "systemd", "hook")
 INCOMPLETE = ".incomplete"
 
 
-def new_manifest(started: float, window_s: float, trigger: dict[str, Any],
-                 hostname: str, config_source: str | None) -> dict[str, Any]:
+def new_manifest(
+    started: float,
+    window_s: float,
+    trigger: dict[str, Any],
+    hostname: str,
+    config_source: str | None,
+) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "bundle_id": f"{stamp(started)}-{uuid.uuid4().hex[:12]}",
@@ -57,8 +62,13 @@ def recover(leftover: Path, expected_probes: list[str]) -> Path:
         manifest = None
     if not isinstance(manifest, dict):
         started = leftover.stat().st_mtime
-        manifest = new_manifest(started, 0, {"kind": "manual", "name": None, "detail": None,
-                                             "fired_at": iso(started)}, os.uname().nodename, None)
+        manifest = new_manifest(
+            started,
+            0,
+            {"kind": "manual", "name": None, "detail": None, "fired_at": iso(started)},
+            os.uname().nodename,
+            None,
+        )
         notes.append("its manifest was missing and has been rebuilt from the files present")
     dropped = manifest.setdefault("dropped", [])
     files = []
@@ -68,23 +78,32 @@ def recover(leftover: Path, expected_probes: list[str]) -> Path:
         if not _repair(path, dropped):
             continue
         data = path.read_bytes()
-        files.append({"name": path.name, "probe": path.name.split(".")[0], "bytes": len(data),
-                      "sha256": hashlib.sha256(data).hexdigest()})
+        files.append(
+            {
+                "name": path.name,
+                "probe": path.name.split(".")[0],
+                "bytes": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+            }
+        )
     present = {f["name"] for f in files}
     for entry in manifest["probes"].values():
         entry["files"] = [f for f in entry.get("files", []) if f in present]
     for name in expected_probes:
         if name not in manifest["probes"]:
             manifest["probes"][name] = {
-                "status": "error", "reason": "the collector stopped before this probe finished",
+                "status": "error",
+                "reason": "the collector stopped before this probe finished",
                 "duration_ms": None,
-                "files": [f["name"] for f in files if f["probe"] == name]}
+                "files": [f["name"] for f in files if f["probe"] == name],
+            }
     manifest["files"] = files
     manifest["complete"] = False
     pid = manifest.get("collector", {}).get("pid")
     manifest["partial_reason"] = "; ".join(
         [f"the collector (pid {pid}) stopped before sealing this bundle; kept what it had written"]
-        + notes)
+        + notes
+    )
     manifest["recovered_at"] = iso(time.time())
     BundleWriter(leftover).write_manifest(manifest)
     target = partial_path(leftover)
@@ -101,16 +120,26 @@ def _repair(path: Path, dropped: list[dict[str, str]]) -> bool:
         if end < len(data):
             with open(path, "r+b") as f:
                 f.truncate(end)
-            dropped.append({"file": path.name, "probe": path.name.split(".")[0],
-                            "reason": f"trimmed {len(data) - end} bytes of a record the "
-                                      "collector was writing when it stopped"})
+            dropped.append(
+                {
+                    "file": path.name,
+                    "probe": path.name.split(".")[0],
+                    "reason": f"trimmed {len(data) - end} bytes of a record the "
+                    "collector was writing when it stopped",
+                }
+            )
         return True
     try:
         orjson.loads(data)
         return True
     except orjson.JSONDecodeError:
         os.rename(path, path.with_name(path.name + INCOMPLETE))
-        dropped.append({"file": path.name, "probe": path.name.split(".")[0],
-                        "reason": f"half written when the collector stopped; kept as "
-                                  f"{path.name}{INCOMPLETE}"})
+        dropped.append(
+            {
+                "file": path.name,
+                "probe": path.name.split(".")[0],
+                "reason": f"half written when the collector stopped; kept as "
+                f"{path.name}{INCOMPLETE}",
+            }
+        )
         return False

@@ -7,9 +7,7 @@ every kernel adds some. Formats: ../shared/reference/formats.md section 8.
 
 import re
 
-_PSI = re.compile(
-    r"^(some|full) avg10=([\d.]+) avg60=([\d.]+) avg300=([\d.]+) total=(\d+)$"
-)
+_PSI = re.compile(r"^(some|full) avg10=([\d.]+) avg60=([\d.]+) avg300=([\d.]+) total=(\d+)$")
 _OCTAL = re.compile(r"\\([0-7]{3})")
 
 
@@ -44,8 +42,12 @@ def parse_pressure(text: str) -> dict[str, dict[str, float | int]]:
         match = _PSI.match(line.strip())
         if match:
             kind, a10, a60, a300, total = match.groups()
-            out[kind] = {"avg10": float(a10), "avg60": float(a60), "avg300": float(a300),
-                         "total_us": int(total)}
+            out[kind] = {
+                "avg10": float(a10),
+                "avg60": float(a60),
+                "avg300": float(a300),
+                "total_us": int(total),
+            }
     return out
 
 
@@ -57,17 +59,26 @@ def parse_swaps(text: str) -> list[dict[str, str | int]]:
         if len(fields) < 5:
             continue
         filename = _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), " ".join(fields[:-4]))
-        rows.append({"filename": filename, "type": fields[-4], "size_kb": int(fields[-3]),
-                     "used_kb": int(fields[-2]), "priority": int(fields[-1])})
+        rows.append(
+            {
+                "filename": filename,
+                "type": fields[-4],
+                "size_kb": int(fields[-3]),
+                "used_kb": int(fields[-2]),
+                "priority": int(fields[-1]),
+            }
+        )
     return rows
 
 
-def free_view(meminfo_kb: dict[str, int], swaps: list[dict[str, str | int]] | None = None
-              ) -> dict[str, int | None]:
+def free_view(
+    meminfo_kb: dict[str, int], swaps: list[dict[str, str | int]] | None = None
+) -> dict[str, int | None]:
     """The columns of free(1) in bytes, as procps-ng 4 computes them (used = total - available).
 
     A key the kernel does not print gives None, never 0.
     """
+
     def kb(key: str) -> int | None:
         value = meminfo_kb.get(key)
         return None if value is None else value * 1024
@@ -102,5 +113,10 @@ def parse_kmsg_record(record: str) -> dict[str, int | str] | None:
         return None
     pri = int(fields[0])
     text = body.split("\n", 1)[0]
-    return {"level": pri & 7, "facility": pri >> 3, "seq": int(fields[1]),
-            "ts_us": int(fields[2]), "text": text}
+    return {
+        "level": pri & 7,
+        "facility": pri >> 3,
+        "seq": int(fields[1]),
+        "ts_us": int(fields[2]),
+        "text": text,
+    }

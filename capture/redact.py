@@ -43,8 +43,10 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), MARK),  # JWT
     # Credentials inside URLs.
     (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+:)[^@\s/]+@"), r"\1" + MARK + "@"),
-    (re.compile(r"(?i)([?&](?:key|sig|signature|code|token|access_token|api_key)=)[^&\s\"']+"),
-     r"\1" + MARK),
+    (
+        re.compile(r"(?i)([?&](?:key|sig|signature|code|token|access_token|api_key)=)[^&\s\"']+"),
+        r"\1" + MARK,
+    ),
     # key=value and "key": "value" where the key names a secret. `tokens` (a count)
     # is excluded by requiring the secret word to end the key; a bare number after a
     # `token` key is a count too (`n_token=512`), after a password it is still secret.

@@ -98,8 +98,10 @@ class _Cost:
 
     def end(self, phase: str) -> None:
         now = self._now()
-        self.phases[phase] = {"wall_s": round(now[0] - self._mark[0], 4),
-                              "cpu_s": round(now[1] - self._mark[1], 4)}
+        self.phases[phase] = {
+            "wall_s": round(now[0] - self._mark[0], 4),
+            "cpu_s": round(now[1] - self._mark[1], 4),
+        }
         self._mark = now
 
     def summary(self) -> dict[str, Any]:
@@ -113,9 +115,15 @@ class _Cost:
 
 
 class Capture:
-    def __init__(self, config: Config, trigger: Trigger, window_s: float, root: Path,
-                 on_progress: Callable[[float, float], None] | None = None,
-                 probes: list[type[Probe]] | None = None):
+    def __init__(
+        self,
+        config: Config,
+        trigger: Trigger,
+        window_s: float,
+        root: Path,
+        on_progress: Callable[[float, float], None] | None = None,
+        probes: list[type[Probe]] | None = None,
+    ):
         self.config, self.trigger, self.window_s, self.root = config, trigger, window_s, root
         self.on_progress = on_progress
         self.probe_classes = probes if probes is not None else ordered()
@@ -142,10 +150,18 @@ class Capture:
         tmp = archive.inprogress_path(parent, name)
         tmp.mkdir(mode=0o700)
         writer = BundleWriter(tmp)
-        manifest = new_manifest(started, self.window_s,
-                                {"kind": self.trigger.kind, "name": self.trigger.name,
-                                 "detail": self.trigger.detail, "fired_at": fired_at},
-                                hostname, self.config.source)
+        manifest = new_manifest(
+            started,
+            self.window_s,
+            {
+                "kind": self.trigger.kind,
+                "name": self.trigger.name,
+                "detail": self.trigger.detail,
+                "fired_at": fired_at,
+            },
+            hostname,
+            self.config.source,
+        )
         manifest["collector"]["process_started_at"] = iso(process_started)
         writer.write_manifest(manifest)
 
@@ -154,7 +170,8 @@ class Capture:
         probes = [cls(ctx) for cls in self.probe_classes]
         self._freeze(probes, writer, manifest, mono0)
         manifest["collector"]["freeze_done_after_process_start_s"] = round(
-            time.time() - process_started, 4)
+            time.time() - process_started, 4
+        )
         cost.end("freeze")
         writer.write_manifest({**manifest, "files": writer.table(), "dropped": writer.dropped})
 
@@ -166,7 +183,10 @@ class Capture:
         manifest["finished_at"] = iso(time.time())
         manifest["complete"] = not writer.dropped
         manifest["partial_reason"] = (
-            None if not writer.dropped else "the disk filled; some evidence was dropped (see dropped)")
+            None
+            if not writer.dropped
+            else "the disk filled; some evidence was dropped (see dropped)"
+        )
         writer.sync()
         cost.end("seal")
         manifest["collector"].update(cost.summary())
@@ -177,8 +197,9 @@ class Capture:
         fsync_dir(parent)
         return Outcome(final, manifest, recovered)
 
-    def _freeze(self, probes: list[Probe], writer: BundleWriter, manifest: dict[str, Any],
-                mono0: float) -> None:
+    def _freeze(
+        self, probes: list[Probe], writer: BundleWriter, manifest: dict[str, Any], mono0: float
+    ) -> None:
         budget_end = mono0 + FREEZE_BUDGET_S
         for probe in probes:
             left = budget_end - time.monotonic()
@@ -199,8 +220,14 @@ class Capture:
                 reading = value
             self._record(probe, reading, elapsed, writer, manifest)
 
-    def _record(self, probe: Probe, reading: Reading, elapsed: float, writer: BundleWriter,
-                manifest: dict[str, Any]) -> None:
+    def _record(
+        self,
+        probe: Probe,
+        reading: Reading,
+        elapsed: float,
+        writer: BundleWriter,
+        manifest: dict[str, Any],
+    ) -> None:
         probe.reading = reading
         files = []
         if reading.record is not None:
@@ -209,17 +236,21 @@ class Capture:
             if writer.write_json(fname, record, probe.name, probe.priority):
                 files.append(fname)
         manifest["probes"][probe.name] = {
-            "status": reading.status, "reason": reading.reason,
-            "duration_ms": round(elapsed * 1000, 2), "files": files,
+            "status": reading.status,
+            "reason": reading.reason,
+            "duration_ms": round(elapsed * 1000, 2),
+            "files": files,
         }
 
-    def _watch(self, probes: list[Probe], writer: BundleWriter, manifest: dict[str, Any],
-               mono0: float) -> None:
+    def _watch(
+        self, probes: list[Probe], writer: BundleWriter, manifest: dict[str, Any], mono0: float
+    ) -> None:
         samplers = [p for p in probes if p.samples and p.reading.status == "ok"]
         end = mono0 + self.window_s
         busy: dict[str, threading.Thread] = {}
-        stats = {p.name: {"samples": 0, "gaps": 0, "errors": 0, "last_error": None}
-                 for p in samplers}
+        stats = {
+            p.name: {"samples": 0, "gaps": 0, "errors": 0, "last_error": None} for p in samplers
+        }
         tick = 0
         while samplers and time.monotonic() < end:
             tick += 1
@@ -237,8 +268,12 @@ class Capture:
                 elif kind == "error":
                     stat["errors"] += 1
                     stat["last_error"] = f"{type(value).__name__}: {value}"
-                elif writer.append_jsonl(f"{probe.name}.samples.jsonl", {"t": iso(at), **value},
-                                         probe.name, probe.priority - 50):
+                elif writer.append_jsonl(
+                    f"{probe.name}.samples.jsonl",
+                    {"t": iso(at), **value},
+                    probe.name,
+                    probe.priority - 50,
+                ):
                     stat["samples"] += 1
             if self.on_progress:
                 self.on_progress(min(time.monotonic() - mono0, self.window_s), self.window_s)

@@ -24,17 +24,19 @@ class Host(Probe):
         uname = os.uname()
         uptime = self._read("uptime")
         loadavg = self._read("loadavg")
-        return Reading(record={
-            "hostname": socket.gethostname(),
-            "boot_id": self._read("sys", "kernel", "random", "boot_id"),
-            "kernel": uname.release,
-            "kernel_version": uname.version,
-            "machine": uname.machine,
-            "os_release": _os_release(),
-            "cpus": os.cpu_count(),
-            "uptime_s": float(uptime.split()[0]) if uptime else None,
-            "loadavg": [float(x) for x in loadavg.split()[:3]] if loadavg else None,
-        })
+        return Reading(
+            record={
+                "hostname": socket.gethostname(),
+                "boot_id": self._read("sys", "kernel", "random", "boot_id"),
+                "kernel": uname.release,
+                "kernel_version": uname.version,
+                "machine": uname.machine,
+                "os_release": _os_release(),
+                "cpus": os.cpu_count(),
+                "uptime_s": float(uptime.split()[0]) if uptime else None,
+                "loadavg": [float(x) for x in loadavg.split()[:3]] if loadavg else None,
+            }
+        )
 
 
 def _os_release() -> str | None:

@@ -37,8 +37,10 @@ class Kernel(Probe):
         except OSError as exc:
             reading = unreadable(exc, str(self.ctx.kmsg))
             if reading.status == "denied":
-                reading.reason = (f"{self.ctx.kmsg}: {exc.strerror} (kernel.dmesg_restrict=1; "
-                                  "run as root or with CAP_SYSLOG)")
+                reading.reason = (
+                    f"{self.ctx.kmsg}: {exc.strerror} (kernel.dmesg_restrict=1; "
+                    "run as root or with CAP_SYSLOG)"
+                )
             return reading
         try:
             records = _drain(fd)
@@ -56,16 +58,18 @@ class Kernel(Probe):
             uptime_s = rec["ts_us"] / 1e6
             matched = bool(WORTH_KEEPING.search(rec["text"])) and uptime_s >= oldest_kept
             if matched or i >= tail_from:
-                lines.append({
-                    "seq": rec["seq"],
-                    # printk stamps with the monotonic clock; the wall time is derived.
-                    "time": iso(now_wall - (now_mono - uptime_s)),
-                    "uptime_s": round(uptime_s, 6),
-                    "level": rec["level"],
-                    "facility": rec["facility"],
-                    "matched": matched,
-                    "text": rec["text"],
-                })
+                lines.append(
+                    {
+                        "seq": rec["seq"],
+                        # printk stamps with the monotonic clock; the wall time is derived.
+                        "time": iso(now_wall - (now_mono - uptime_s)),
+                        "uptime_s": round(uptime_s, 6),
+                        "level": rec["level"],
+                        "facility": rec["facility"],
+                        "matched": matched,
+                        "text": rec["text"],
+                    }
+                )
         return {"source": str(self.ctx.kmsg), "records_read": len(records), "lines": lines}
 
 

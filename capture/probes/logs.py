@@ -33,8 +33,11 @@ class Logs(Probe):
     def freeze(self) -> Reading:
         sources = self.ctx.config.log_sources()
         if not sources:
-            return Reading("skipped", "no logs configured ([[logs]], or unit/container of an "
-                           "[[engines]] entry)", {"sources": []})
+            return Reading(
+                "skipped",
+                "no logs configured ([[logs]], or unit/container of an [[engines]] entry)",
+                {"sources": []},
+            )
         self.deadline = time.monotonic() + self.timeout_s - _MARGIN_S
         results = [self._one(source) for source in sources]
         ok = [r for r in results if r["status"] == "ok"]
@@ -48,22 +51,52 @@ class Logs(Probe):
             entry = {"name": source.name, "kind": "file", "target": source.path}
             return {**entry, **self._file(source.path)}
         if source.unit:
-            entry = {"name": source.name, "kind": "journald", "target": source.unit,
-                     "since": iso(since)}
+            entry = {
+                "name": source.name,
+                "kind": "journald",
+                "target": source.unit,
+                "since": iso(since),
+            }
             if shutil.which("journalctl") is None:
                 return {**entry, "status": "absent", "reason": "journalctl is not installed"}
-            cmd = ["journalctl", "-u", source.unit, "--since", f"@{int(since)}", "--no-pager",
-                   "-q", "-o", "short-iso-precise", "-n", str(self.ctx.config.limits.log_lines)]
+            cmd = [
+                "journalctl",
+                "-u",
+                source.unit,
+                "--since",
+                f"@{int(since)}",
+                "--no-pager",
+                "-q",
+                "-o",
+                "short-iso-precise",
+                "-n",
+                str(self.ctx.config.limits.log_lines),
+            ]
             return {**entry, **self._command(cmd)}
-        entry = {"name": source.name, "kind": "container", "target": source.container,
-                 "since": iso(since)}
+        entry = {
+            "name": source.name,
+            "kind": "container",
+            "target": source.container,
+            "since": iso(since),
+        }
         runtimes = [source.runtime] if source.runtime else list(RUNTIMES)
         runtime = next((r for r in runtimes if shutil.which(r)), None)
         if runtime is None:
-            return {**entry, "status": "absent",
-                    "reason": f"{' or '.join(runtimes)} is not installed"}
-        cmd = [runtime, "logs", "--since", str(int(since)), "--timestamps",
-               "--tail", str(self.ctx.config.limits.log_lines), str(source.container)]
+            return {
+                **entry,
+                "status": "absent",
+                "reason": f"{' or '.join(runtimes)} is not installed",
+            }
+        cmd = [
+            runtime,
+            "logs",
+            "--since",
+            str(int(since)),
+            "--timestamps",
+            "--tail",
+            str(self.ctx.config.limits.log_lines),
+            str(source.container),
+        ]
         return {**entry, "runtime": runtime, **self._command(cmd)}
 
     def _file(self, path: str) -> dict[str, Any]:
@@ -86,17 +119,26 @@ class Logs(Probe):
             os.close(fd)
         if start:
             # The cut fell inside a line: drop the fragment rather than keep half a line.
-            data = data[data.find(b"\n") + 1:] if b"\n" in data else data
-        return {"status": "ok", "size": info.st_size, "mtime": iso(info.st_mtime),
-                **self._lines(data, truncated=start > 0)}
+            data = data[data.find(b"\n") + 1 :] if b"\n" in data else data
+        return {
+            "status": "ok",
+            "size": info.st_size,
+            "mtime": iso(info.st_mtime),
+            **self._lines(data, truncated=start > 0),
+        }
 
     def _command(self, cmd: list[str]) -> dict[str, Any]:
         budget = self.deadline - time.monotonic()
         if budget <= 0:
             return {"status": "timeout", "reason": "no time left in the logs probe's budget"}
         try:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, close_fds=True)
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                close_fds=True,
+            )
         except OSError as exc:
             return {"status": "error", "reason": f"{cmd[0]}: {exc.strerror}"}
         try:
@@ -105,8 +147,10 @@ class Logs(Probe):
             # Our own child (journalctl, the docker client), never the service it reads.
             proc.kill()
             proc.communicate()
-            return {"status": "timeout",
-                    "reason": f"{' '.join(cmd[:2])} gave no answer within {budget:.1f} s"}
+            return {
+                "status": "timeout",
+                "reason": f"{' '.join(cmd[:2])} gave no answer within {budget:.1f} s",
+            }
         if proc.returncode != 0:
             head = out[:300].decode("utf-8", "backslashreplace").strip()
             return {"status": "error", "reason": f"{cmd[0]} exited {proc.returncode}: {head}"}
@@ -114,7 +158,7 @@ class Logs(Probe):
         truncated = len(out) > cap
         if truncated:
             out = out[-cap:]
-            out = out[out.find(b"\n") + 1:] if b"\n" in out else out
+            out = out[out.find(b"\n") + 1 :] if b"\n" in out else out
         return {"status": "ok", **self._lines(out, truncated)}
 
     def _lines(self, data: bytes, truncated: bool) -> dict[str, Any]:
@@ -122,5 +166,8 @@ class Logs(Probe):
         if lines and lines[-1] == "":
             lines.pop()
         keep = self.ctx.config.limits.log_lines
-        return {"bytes": len(data), "truncated": truncated or len(lines) > keep,
-                "lines": lines[-keep:]}
+        return {
+            "bytes": len(data),
+            "truncated": truncated or len(lines) > keep,
+            "lines": lines[-keep:],
+        }

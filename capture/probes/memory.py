@@ -29,8 +29,9 @@ class Memory(Probe):
             swaps: list[dict[str, Any]] | None = parse_swaps(self._read("swaps"))
         except OSError:
             swaps = None  # a kernel without CONFIG_SWAP has no /proc/swaps
-        return Reading(record={"meminfo_kb": meminfo, "swaps": swaps,
-                               "free": free_view(meminfo, swaps)})
+        return Reading(
+            record={"meminfo_kb": meminfo, "swaps": swaps, "free": free_view(meminfo, swaps)}
+        )
 
     def sample(self) -> dict[str, Any]:
         return {"meminfo_kb": parse_meminfo(self._read("meminfo"))}

@@ -14,8 +14,14 @@ from capture.probes import Probe, Reading, register
 from capture.procfs import parse_flat_keyed, parse_pressure
 
 RESOURCES = ("cpu", "memory", "io", "irq")
-_CGROUP_INTS = ("memory.current", "memory.max", "memory.high", "memory.peak",
-                "memory.swap.current", "memory.swap.max")
+_CGROUP_INTS = (
+    "memory.current",
+    "memory.max",
+    "memory.high",
+    "memory.peak",
+    "memory.swap.current",
+    "memory.swap.max",
+)
 
 
 @register
@@ -30,15 +36,20 @@ class Pressure(Probe):
         system, unavailable = self._system()
         if not system:
             reasons = set(unavailable.values())
-            return Reading("absent", "; ".join(sorted(reasons)),
-                           {"system": {}, "unavailable": unavailable, "cgroups": []})
+            return Reading(
+                "absent",
+                "; ".join(sorted(reasons)),
+                {"system": {}, "unavailable": unavailable, "cgroups": []},
+            )
         cgroups = [self._cgroup(path, full=True) for path in self._cgroup_paths()]
         return Reading(record={"system": system, "unavailable": unavailable, "cgroups": cgroups})
 
     def sample(self) -> dict[str, Any]:
         system, _ = self._system()
-        return {"system": system,
-                "cgroups": [self._cgroup(path, full=False) for path in self._cgroup_paths()]}
+        return {
+            "system": system,
+            "cgroups": [self._cgroup(path, full=False) for path in self._cgroup_paths()],
+        }
 
     def _system(self) -> tuple[dict[str, Any], dict[str, str]]:
         system: dict[str, Any] = {}
@@ -100,8 +111,11 @@ class Pressure(Probe):
                 found = True
                 entry["memory_events"] = parse_flat_keyed(events)
         if not found:
-            why = ("the root cgroup has no memory.* files" if path == "/"
-                   else f"no readable memory.* files under {base}")
+            why = (
+                "the root cgroup has no memory.* files"
+                if path == "/"
+                else f"no readable memory.* files under {base}"
+            )
             return {**entry, "status": "absent", "reason": why}
         return {**entry, "status": "ok"}
 

@@ -35,8 +35,9 @@ class Processes(Probe):
         rows = [r for r in rows if r is not None]
         self._names = {r["pid"]: r["name"] for r in rows}
         by_rss = sorted(rows, key=lambda r: r["rss_bytes"] or 0, reverse=True)
-        self.ctx.shared["cgroups_of_interest"] = list(dict.fromkeys(
-            r["cgroup"] for r in by_rss[:CGROUPS_OF_INTEREST] if r["cgroup"]))
+        self.ctx.shared["cgroups_of_interest"] = list(
+            dict.fromkeys(r["cgroup"] for r in by_rss[:CGROUPS_OF_INTEREST] if r["cgroup"])
+        )
         return Reading(record={"count": len(rows), "processes": rows})
 
     def _row(self, info: dict[str, Any]) -> dict[str, Any] | None:
