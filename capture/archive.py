@@ -118,11 +118,8 @@ class CaptureLock:
                     raise Busy(holder or "another capture") from None
                 time.sleep(0.1)
         os.ftruncate(fd, 0)
-        os.pwrite(
-            fd,
-            f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}".encode(),
-            0,
-        )
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        os.pwrite(fd, f"pid {os.getpid()} since {since}".encode(), 0)
         self.fd = fd
 
     def release(self) -> None:
