@@ -44,9 +44,13 @@ def resolve_root(cli_value: str | None, config_value: str | None) -> Path:
 
 
 def private_dir(path: Path) -> Path:
-    """Create path (and missing parents) with mode 0700; an existing one is left as it is."""
+    """Create path and every missing parent with mode 0700; existing ones are left alone."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for directory in reversed(missing):
+            directory.mkdir(mode=0o700)
+    except FileExistsError:
+        pass  # a concurrent capture made it first
     except OSError as exc:
         raise ArchiveError(f"{path}: cannot create archive directory: {exc.strerror}") from None
     if not path.is_dir():

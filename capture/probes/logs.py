@@ -38,7 +38,8 @@ class Logs(Probe):
                 "no logs configured ([[logs]], or unit/container of an [[engines]] entry)",
                 {"sources": []},
             )
-        self.deadline = time.monotonic() + self.timeout_s - _MARGIN_S
+        # Stop a little before the runner would abandon the probe, to keep what was read.
+        self.stop_at = (self.deadline or time.monotonic() + self.timeout_s) - _MARGIN_S
         results = [self._one(source) for source in sources]
         ok = [r for r in results if r["status"] == "ok"]
         status = "ok" if ok else results[0]["status"]
@@ -128,7 +129,7 @@ class Logs(Probe):
         }
 
     def _command(self, cmd: list[str]) -> dict[str, Any]:
-        budget = self.deadline - time.monotonic()
+        budget = self.stop_at - time.monotonic()
         if budget <= 0:
             return {"status": "timeout", "reason": "no time left in the logs probe's budget"}
         try:

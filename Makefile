@@ -1,0 +1,38 @@
+# make demo: a virtualenv, the package, one bundle of this machine, and what each probe found.
+# make test: the test suite (integration tests skip with a reason where a package is missing;
+#            EVIDENCE_REQUIRE_INTEGRATION=1 turns those skips into failures, as CI does).
+# make bench: the collector's cost, printed as figures.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DEMO_ARCHIVE ?= $(CURDIR)/demo-archive
+DEMO_WINDOW ?= 5
+
+.PHONY: demo test bench lint clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "evidence needs Python 3.11 or newer; found " + sys.version.split()[0])'
+	@$(PYTHON) -m venv $(VENV) || { echo "could not create $(VENV): on Debian/Ubuntu, apt-get install python3-venv" >&2; exit 1; }
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@touch $@
+
+demo: $(VENV)/.installed
+	@echo "capturing a $(DEMO_WINDOW)-second bundle of this machine into $(DEMO_ARCHIVE)"
+	$(BIN)/evidence capture --archive $(DEMO_ARCHIVE) --window $(DEMO_WINDOW) --trigger manual:demo
+
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: $(VENV)/.installed
+	$(BIN)/python bench/capture_bench.py
+
+clean:
+	rm -rf $(VENV) demo-archive bench-out

@@ -1,0 +1,128 @@
+"""Secrets never reach disk: unit cases, then real processes whose command lines carry them."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import bundles, run_evidence, write_config
+
+from capture.redact import MARK, redact_argv, redact_text, scrub
+
+SECRETS = [
+    "sk-proj-4f9aB3kLmN0pQrStUvWx",
+    "hf_AbCdEfGhIjKlMnOpQrSt",
+    "hunter2-db-password",
+    "ghp_0123456789abcdefghijABCDEFGHIJ",
+    "querytok3n-value",
+    "bearer-token-value-123",
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("curl -H 'Authorization: Bearer abc.def.ghi1234'", "abc.def.ghi1234"),
+        ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
+        ("OPENAI_API_KEY=sk-live-abcdefghijklmnop", "sk-live-abcdefghijklmnop"),
+        ("export HF_TOKEN=hf_abcdefghijklmnopqrst", "hf_abcdefghijklmnopqrst"),
+        ("postgres://llm:s3cr3t@127.0.0.1:5432/db", "s3cr3t"),
+        ("GET /v1/models?api_key=abc123xyz&x=1", "abc123xyz"),
+        ("GET /stream?token=t0ken-value", "t0ken-value"),
+        ('{"password": "pw-in-json"}', "pw-in-json"),
+        ("db password=1234", "1234"),
+        ("aws AKIAABCDEFGHIJKLMNOP here", "AKIAABCDEFGHIJKLMNOP"),
+    ],
+)
+def test_text_secrets_are_removed(text, secret):
+    out = redact_text(text)
+    assert secret not in out and MARK in out
+
+
+def test_counts_named_like_tokens_are_evidence_not_secrets():
+    line = "slot update: n_tokens = 4096, max_tokens: 256, prompt_tokens=12, n_token=7"
+    assert redact_text(line) == line
+
+
+def test_argv_flag_values_and_equals_forms():
+    argv = [
+        "llama-server",
+        "--api-key",
+        "k1",
+        "--hf-token=hf_x",
+        "--ctx-size",
+        "8192",
+        "--password",
+        "p",
+        "--ssl-key-file",
+        "/etc/k.pem",
+        "--cache-type-k",
+        "q8_0",
+    ]
+    assert redact_argv(argv) == [
+        "llama-server",
+        "--api-key",
+        MARK,
+        f"--hf-token={MARK}",
+        "--ctx-size",
+        "8192",
+        "--password",
+        MARK,
+        "--ssl-key-file",
+        "/etc/k.pem",
+        "--cache-type-k",
+        "q8_0",
+    ]
+
+
+def test_scrub_walks_records_and_treats_cmdline_as_argv():
+    record = {
+        "processes": [{"cmdline": ["x", "--token", "abc"], "name": "x"}],
+        "lines": ["Authorization: Bearer zzzzzzzzzz"],
+    }
+    out = scrub(record)
+    assert out["processes"][0]["cmdline"] == ["x", "--token", MARK]
+    assert "zzzzzzzzzz" not in out["lines"][0]
+
+
+def test_real_processes_with_secrets_never_reach_the_bundle(tmp_path):
+    log = tmp_path / "gateway.log"
+    log.write_text(
+        f"POST /v1/chat Authorization: Bearer {SECRETS[5]}\n"
+        f"upstream http://u:{SECRETS[2]}@127.0.0.1:9\n"
+    )
+    config = write_config(tmp_path / "c.toml", f'[[logs]]\npath = "{log}"\n')
+    sleeper = "import time; time.sleep(60)"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", sleeper, "--api-key", SECRETS[0], f"--hf-token={SECRETS[1]}"]
+        ),
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                sleeper,
+                f"password={SECRETS[2]}",
+                f"https://x.invalid/?token={SECRETS[4]}",
+                SECRETS[3],
+            ]
+        ),
+    ]
+    try:
+        time.sleep(0.2)
+        result = run_evidence(
+            "capture", "--archive", str(tmp_path / "a"), "--window", "1", "--config", str(config)
+        )
+        assert result.returncode == 0, result.stderr
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    (bundle,) = bundles(tmp_path / "a")
+    everything = b"".join(f.read_bytes() for f in bundle.iterdir())
+    for secret in SECRETS:
+        assert secret.encode() not in everything, secret
+    # the processes are still there, with the flag visible and the value gone
+    text = (bundle / "processes.json").read_text()
+    assert f'"--api-key","{MARK}"' in text
+    assert "Authorization: " + MARK in (bundle / "logs.json").read_text()
