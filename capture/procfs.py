@@ -101,6 +101,39 @@ def free_view(
     }
 
 
+_STATES = {
+    "R": "running",
+    "S": "sleeping",
+    "D": "disk-sleep",
+    "Z": "zombie",
+    "T": "stopped",
+    "t": "tracing-stop",
+    "X": "dead",
+    "I": "idle",
+    "P": "parked",
+    "W": "waking",
+    "K": "wakekill",
+}
+
+
+def parse_pid_stat(text: str) -> dict[str, str | int]:
+    """/proc/<pid>/stat -> name, state, ppid, pgid, start_ticks (since boot), rss_pages.
+
+    The name is found between the first "(" and the last ")" because it may itself
+    contain spaces and parentheses.
+    """
+    head, _, tail = text.rpartition(")")
+    fields = tail.split()
+    return {
+        "name": head.partition("(")[2],
+        "state": _STATES.get(fields[0], fields[0]),
+        "ppid": int(fields[1]),
+        "pgid": int(fields[2]),
+        "start_ticks": int(fields[19]),  # field 22 of proc_pid_stat(5)
+        "rss_pages": int(fields[21]),  # field 24
+    }
+
+
 def parse_kmsg_record(record: str) -> dict[str, int | str] | None:
     """One /dev/kmsg record `pri,seq,ts_us,flags[,...];message\\n[ KEY=value...]`.
 

@@ -26,6 +26,7 @@ from capture.clock import iso, stamp
 from capture.config import Config
 from capture.manifest import new_manifest, recover
 from capture.probes import Context, Probe, Reading, ordered
+from capture.procfs import parse_pid_stat
 
 FREEZE_BUDGET_S = 2.4
 SEAL_MARGIN_S = 3.0
@@ -73,12 +74,11 @@ def bounded(fn: Callable[[], Any], timeout: float) -> tuple[str, Any]:
 def process_age_s() -> float:
     """Seconds since this process started, to the clock tick.
 
-    psutil's create_time adds the boot time, which /proc/stat gives in whole seconds, so it
-    can be a second off; the start tick against CLOCK_BOOTTIME is exact to 10 ms.
+    Boot time from /proc/stat is in whole seconds and would put this up to a second off;
+    the start tick against CLOCK_BOOTTIME is exact to the tick (10 ms).
     """
-    with open("/proc/self/stat", encoding="ascii") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    start_ticks = int(fields[19])  # field 22 of stat(5); fields[0] is field 3
+    with open("/proc/self/stat", encoding="utf-8", errors="replace") as f:
+        start_ticks = parse_pid_stat(f.read())["start_ticks"]
     return time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
 
 

@@ -51,3 +51,19 @@ def manifest(bundle: Path) -> dict:
 def write_config(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real, tiny tmpfs: the disk that fills up."""
+    need(os.geteuid() == 0, "mounting a tmpfs to fill a disk needs root")
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
+    need(done.returncode == 0, f"this machine does not allow a tmpfs mount: {done.stderr.strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)

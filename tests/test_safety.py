@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import EVIDENCE, bundles, manifest, need, run_evidence, write_config
+from conftest import EVIDENCE, bundles, manifest, run_evidence, write_config
 
 from capture.runner import SEAL_MARGIN_S
 
@@ -174,22 +174,6 @@ def test_unwritable_archive_is_one_line_and_exit_4(tmp_path):
     result = capture(blocker / "archive", "--window", "0")
     assert result.returncode == 4
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """A real, tiny tmpfs: the disk that fills up."""
-    need(os.geteuid() == 0, "mounting a tmpfs to fill a disk needs root")
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(mount)],
-        capture_output=True,
-        text=True,
-    )
-    need(done.returncode == 0, f"this machine does not allow a tmpfs mount: {done.stderr.strip()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_full_disk_keeps_the_important_evidence_and_drops_logs_first(tmp_path, small_disk):

@@ -2,7 +2,6 @@
 analyst whether the box was power-cycled between two bundles."""
 
 import os
-import socket
 
 from capture.probes import Probe, Reading, register
 
@@ -26,7 +25,7 @@ class Host(Probe):
         loadavg = self._read("loadavg")
         return Reading(
             record={
-                "hostname": socket.gethostname(),
+                "hostname": uname.nodename,
                 "boot_id": self._read("sys", "kernel", "random", "boot_id"),
                 "kernel": uname.release,
                 "kernel_version": uname.version,

@@ -1,20 +1,23 @@
 """Every process, first of all: the process list is what a restart destroys.
 
-The snapshot goes through psutil (no fork: a box under memory pressure may not manage
-one). The 1 Hz watch reads only /proc/<pid>/statm for the top N by RSS, because that
-runs thirty times and must stay cheap. Command lines are redacted by the writer.
+Read straight from /proc (no fork of ps: a box under memory pressure may not manage
+one). The snapshot reads stat, status, cmdline and cgroup of each pid; the 1 Hz watch
+reads only statm, because it runs thirty times and must stay cheap. A process that
+exits between listing and reading is simply not listed. Command lines are redacted
+by the writer.
 """
 
 import os
+import pwd
+import time
 from typing import Any
-
-import psutil
 
 from capture.clock import iso
 from capture.probes import Context, Probe, Reading, register
+from capture.procfs import parse_pid_stat
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
-_ATTRS = ["pid", "ppid", "name", "cmdline", "username", "status", "memory_info", "create_time"]
+TICK = os.sysconf("SC_CLK_TCK")
 CGROUPS_OF_INTEREST = 5
 
 
@@ -29,38 +32,33 @@ class Processes(Probe):
     def __init__(self, ctx: Context):
         super().__init__(ctx)
         self._names: dict[int, str] = {}
+        self._users: dict[int, str] = {}
 
     def freeze(self) -> Reading:
-        rows = [self._row(p.info) for p in psutil.process_iter(_ATTRS, ad_value=None)]
-        rows = [r for r in rows if r is not None]
+        boot = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+        rows = [row for pid in self._pids() if (row := self._row(pid, boot)) is not None]
         self._names = {r["pid"]: r["name"] for r in rows}
-        by_rss = sorted(rows, key=lambda r: r["rss_bytes"] or 0, reverse=True)
+        by_rss = sorted(rows, key=lambda r: r["rss_bytes"], reverse=True)
         self.ctx.shared["cgroups_of_interest"] = list(
             dict.fromkeys(r["cgroup"] for r in by_rss[:CGROUPS_OF_INTEREST] if r["cgroup"])
         )
         return Reading(record={"count": len(rows), "processes": rows})
 
-    def _row(self, info: dict[str, Any]) -> dict[str, Any] | None:
-        pid = info["pid"]
-        memory = info["memory_info"]
-        try:
-            pgid: int | None = os.getpgid(pid)
-        except OSError:
-            pgid = None
-        created = info["create_time"]
-        return {
-            "pid": pid,
-            "ppid": info["ppid"],
-            "pgid": pgid,
-            "name": info["name"],
-            "cmdline": info["cmdline"],
-            "user": info["username"],
-            "state": info["status"],
-            "rss_bytes": memory.rss if memory else None,
-            "swap_bytes": self._swap(pid),
-            "start_time": iso(created) if created else None,
-            "cgroup": self._cgroup(pid),
-        }
+    def sample(self) -> dict[str, Any]:
+        sizes = []
+        for pid in self._pids():
+            statm = self._read(pid, "statm")
+            if statm:
+                sizes.append((int(statm.split()[1]) * PAGE, pid))
+        sizes.sort(reverse=True)
+        top = []
+        for rss, pid in sizes[: self.ctx.config.limits.top_n]:
+            name = self._names.get(pid) or (self._read(pid, "comm") or "").strip() or None
+            top.append({"pid": pid, "name": name, "rss_bytes": rss})
+        return {"processes": len(sizes), "top": top}
+
+    def _pids(self) -> list[int]:
+        return [int(e.name) for e in os.scandir(self.ctx.proc) if e.name.isdigit()]
 
     def _read(self, pid: int, leaf: str) -> str | None:
         try:
@@ -69,11 +67,41 @@ class Processes(Probe):
         except OSError:
             return None
 
-    def _swap(self, pid: int) -> int | None:
-        for line in (self._read(pid, "status") or "").splitlines():
-            if line.startswith("VmSwap:"):
-                return int(line.split()[1]) * 1024
-        return None
+    def _row(self, pid: int, boot: float) -> dict[str, Any] | None:
+        stat_text = self._read(pid, "stat")
+        if stat_text is None:
+            return None  # gone since the listing
+        stat = parse_pid_stat(stat_text)
+        status = dict(
+            line.split(":", 1)
+            for line in (self._read(pid, "status") or "").splitlines()
+            if ":" in line
+        )
+        uid = int(status["Uid"].split()[0]) if "Uid" in status else None
+        swap = status.get("VmSwap")
+        cmdline = (self._read(pid, "cmdline") or "").split("\0")
+        return {
+            "pid": pid,
+            "ppid": stat["ppid"],
+            "pgid": stat["pgid"],
+            "name": stat["name"],
+            "cmdline": cmdline[:-1] if cmdline[-1:] == [""] else cmdline,
+            "user": None if uid is None else self._user(uid),
+            "state": stat["state"],
+            "rss_bytes": stat["rss_pages"] * PAGE,
+            # Kernel threads have no VmSwap line: unknown, not zero.
+            "swap_bytes": int(swap.split()[0]) * 1024 if swap else None,
+            "start_time": iso(boot + stat["start_ticks"] / TICK),
+            "cgroup": self._cgroup(pid),
+        }
+
+    def _user(self, uid: int) -> str:
+        if uid not in self._users:
+            try:
+                self._users[uid] = pwd.getpwuid(uid).pw_name
+            except KeyError:
+                self._users[uid] = str(uid)  # a uid with no passwd entry (containers)
+        return self._users[uid]
 
     def _cgroup(self, pid: int) -> str | None:
         """The cgroup v2 path (`0::/...`), where the process has one."""
@@ -81,17 +109,3 @@ class Processes(Probe):
             if line.startswith("0::"):
                 return line[3:]
         return None
-
-    def sample(self) -> dict[str, Any]:
-        sizes = []
-        for entry in os.scandir(self.ctx.proc):
-            if entry.name.isdigit():
-                statm = self._read(int(entry.name), "statm")
-                if statm:
-                    sizes.append((int(statm.split()[1]) * PAGE, int(entry.name)))
-        sizes.sort(reverse=True)
-        top = []
-        for rss, pid in sizes[: self.ctx.config.limits.top_n]:
-            name = self._names.get(pid) or (self._read(pid, "comm") or "").strip() or None
-            top.append({"pid": pid, "name": name, "rss_bytes": rss})
-        return {"processes": len(sizes), "top": top}

@@ -1,0 +1,100 @@
+"""Log tails: bounded, carriage returns split, bytes never dropped, each source on its own."""
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+from conftest import need
+
+from capture.config import from_dict
+from capture.probes import Context
+from capture.probes.logs import Logs
+
+
+def probe(tmp_path: Path, logs: list[dict], **capture) -> Logs:
+    config = from_dict({"logs": logs, "capture": capture})
+    return Logs(Context(config=config, started=time.time()))
+
+
+def test_progress_bars_written_with_carriage_returns_become_lines(tmp_path):
+    log = tmp_path / "comfy.log"
+    log.write_bytes(
+        b"got prompt\r\n 10%|#         | 1/10 [00:56<08:24, 56.0s/it]"
+        b"\r 20%|##        | 2/10 [01:52<07:28, 56.0s/it]\rdone\n"
+    )
+    (source,) = probe(tmp_path, [{"path": str(log)}]).freeze().record["sources"]
+    assert source["lines"] == [
+        "got prompt",
+        " 10%|#         | 1/10 [00:56<08:24, 56.0s/it]",
+        " 20%|##        | 2/10 [01:52<07:28, 56.0s/it]",
+        "done",
+    ]
+
+
+def test_bytes_that_are_not_utf8_are_escaped_not_dropped(tmp_path):
+    log = tmp_path / "engine.log"
+    log.write_bytes(b"weights \xff\xfe loaded\n")
+    (source,) = probe(tmp_path, [{"path": str(log)}]).freeze().record["sources"]
+    assert source["lines"] == ["weights \\xff\\xfe loaded"]
+
+
+def test_the_byte_cap_keeps_the_end_and_no_half_line(tmp_path):
+    log = tmp_path / "big.log"
+    log.write_text("".join(f"line {i:06d}\n" for i in range(10000)))
+    (source,) = probe(tmp_path, [{"path": str(log)}], log_bytes=2048).freeze().record["sources"]
+    assert source["truncated"] is True and source["size"] == log.stat().st_size
+    assert source["lines"][-1] == "line 009999"
+    assert all(line.startswith("line ") and len(line) == 11 for line in source["lines"])
+    assert source["bytes"] <= 2048
+
+
+def test_the_line_cap_keeps_the_last_lines(tmp_path):
+    log = tmp_path / "l.log"
+    log.write_text("".join(f"{i}\n" for i in range(50)))
+    (source,) = probe(tmp_path, [{"path": str(log)}], log_lines=5).freeze().record["sources"]
+    assert source["lines"] == ["45", "46", "47", "48", "49"] and source["truncated"] is True
+
+
+def test_each_source_has_its_own_status(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    ok = tmp_path / "ok.log"
+    ok.write_text("fine\n")
+    reading = probe(
+        tmp_path, [{"path": str(tmp_path / "missing.log")}, {"path": str(fifo)}, {"path": str(ok)}]
+    ).freeze()
+    missing, pipe, good = reading.record["sources"]
+    assert reading.status == "ok"
+    assert missing["status"] == "absent" and "missing.log" in missing["reason"]
+    assert pipe["status"] == "error" and "not a regular file" in pipe["reason"]
+    assert good["lines"] == ["fine"]
+
+
+def test_all_sources_failing_makes_the_probe_say_so(tmp_path):
+    reading = probe(tmp_path, [{"path": str(tmp_path / "nope.log")}]).freeze()
+    assert reading.status == "absent" and reading.reason == "no log source could be read"
+
+
+def test_a_container_runtime_that_is_not_installed_is_absent(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no docker, no podman
+    (source,) = probe(tmp_path, [{"container": "llama"}]).freeze().record["sources"]
+    assert source["status"] == "absent" and "docker or podman" in source["reason"]
+
+
+def test_a_docker_error_keeps_its_message(tmp_path, monkeypatch):
+    fake = tmp_path / "docker"
+    fake.write_text(
+        "#!/bin/sh\necho 'Error response from daemon: No such container: llama' >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    (source,) = probe(tmp_path, [{"container": "llama"}]).freeze().record["sources"]
+    assert source["status"] == "error" and "No such container: llama" in source["reason"]
+
+
+def test_journald_unit_through_journalctl(tmp_path):
+    need(shutil.which("journalctl") is not None, "journalctl (systemd) is not installed")
+    (source,) = probe(tmp_path, [{"unit": "evidence-test-none.service"}]).freeze().record["sources"]
+    assert source["kind"] == "journald" and source["status"] == "ok"
+    assert source["lines"] == [] and source["since"].endswith("Z")
