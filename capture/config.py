@@ -103,7 +103,7 @@ def locate(explicit: str | None) -> Path | None:
     """--config, then $EVIDENCE_CONFIG, then the system and user defaults; None if none exist."""
     named = explicit or os.environ.get("EVIDENCE_CONFIG")
     if named:
-        path = Path(named).expanduser()
+        path = Path(named).expanduser().absolute()
         if not path.is_file():
             raise ConfigError(f"{path}: configuration file not found")
         return path

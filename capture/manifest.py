@@ -69,6 +69,7 @@ def recover(leftover: Path, expected_probes: list[str]) -> Path:
             os.uname().nodename,
             None,
         )
+        manifest["collector"]["pid"] = None  # unknown: not the pid of this recovering process
         notes.append("its manifest was missing and has been rebuilt from the files present")
     dropped = manifest.setdefault("dropped", [])
     files = []
@@ -86,17 +87,18 @@ def recover(leftover: Path, expected_probes: list[str]) -> Path:
                 "sha256": hashlib.sha256(data).hexdigest(),
             }
         )
-    present = {f["name"] for f in files}
-    for entry in manifest["probes"].values():
-        entry["files"] = [f for f in entry.get("files", []) if f in present]
     for name in expected_probes:
-        if name not in manifest["probes"]:
-            manifest["probes"][name] = {
+        manifest["probes"].setdefault(
+            name,
+            {
                 "status": "error",
                 "reason": "the collector stopped before this probe finished",
                 "duration_ms": None,
-                "files": [f["name"] for f in files if f["probe"] == name],
-            }
+            },
+        )
+    for name, entry in manifest["probes"].items():
+        # Samples files join a probe's list only at the end of the watch: list by name.
+        entry["files"] = [f["name"] for f in files if f["probe"] == name]
     manifest["files"] = files
     manifest["complete"] = False
     pid = manifest.get("collector", {}).get("pid")

@@ -205,7 +205,7 @@ class Capture:
             left = budget_end - time.monotonic()
             if left <= 0.05:
                 reading = Reading("skipped", "the freeze phase ran out of time before this probe")
-                self._record(probe, reading, 0.0, writer, manifest)
+                self._record(probe, reading, None, writer, manifest)
                 continue
             timeout = min(probe.timeout_s, left)
             probe.deadline = time.monotonic() + timeout
@@ -238,7 +238,7 @@ class Capture:
         manifest["probes"][probe.name] = {
             "status": reading.status,
             "reason": reading.reason,
-            "duration_ms": round(elapsed * 1000, 2),
+            "duration_ms": None if elapsed is None else round(elapsed * 1000, 2),
             "files": files,
         }
 
@@ -255,6 +255,8 @@ class Capture:
         while samplers and time.monotonic() < end:
             tick += 1
             for probe in samplers:
+                if end - time.monotonic() < 0.05:
+                    break  # the window closed during this tick: no call, so no false gap
                 stat = stats[probe.name]
                 if probe.name in busy and busy[probe.name].is_alive():
                     stat["gaps"] += 1

@@ -99,8 +99,7 @@ class Pressure(Probe):
             text = _read(base / leaf)
             if text is not None:
                 found = True
-                value = text.strip()
-                entry[leaf.replace(".", "_")] = value if value == "max" else int(value)
+                entry[leaf.replace(".", "_")] = _bytes_or_max(text)
         pressure = _read(base / "memory.pressure")
         if pressure is not None:
             found = True
@@ -118,6 +117,14 @@ class Pressure(Probe):
             )
             return {**entry, "status": "absent", "reason": why}
         return {**entry, "status": "ok"}
+
+
+def _bytes_or_max(text: str) -> int | str | None:
+    """A memory.* value: bytes, the literal "max" (no limit), or None if unreadable."""
+    value = text.strip()
+    if value == "max":
+        return value
+    return int(value) if value.isdigit() else None
 
 
 def _read(path: Path) -> str | None:

@@ -71,7 +71,10 @@ class Processes(Probe):
         stat_text = self._read(pid, "stat")
         if stat_text is None:
             return None  # gone since the listing
-        stat = parse_pid_stat(stat_text)
+        try:
+            stat = parse_pid_stat(stat_text)
+        except (ValueError, IndexError):
+            return None  # a zombie reaped mid-read leaves an empty stat
         status = dict(
             line.split(":", 1)
             for line in (self._read(pid, "status") or "").splitlines()
