@@ -15,7 +15,7 @@ from capture import __version__
 from capture.archive import ArchiveError, Busy, resolve_root
 from capture.config import ConfigError, load
 from capture.manifest import TRIGGER_KINDS
-from capture.runner import Capture, Trigger
+from capture.runner import Capture, Outcome, Trigger
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -148,11 +148,11 @@ def capture(
         click.echo(orjson.dumps(_summary(outcome), option=orjson.OPT_INDENT_2).decode())
     elif not quiet:
         click.echo(str(outcome.path))
-        _print_probes(manifest)
+        _print_probes(manifest, outcome.headlines)
     sys.exit(EXIT_OK if manifest["complete"] else EXIT_INCOMPLETE)
 
 
-def _summary(outcome: Any) -> dict[str, Any]:
+def _summary(outcome: Outcome) -> dict[str, Any]:
     m = outcome.manifest
     return {
         "bundle_id": m["bundle_id"],
@@ -173,15 +173,16 @@ def _summary(outcome: Any) -> dict[str, Any]:
     }
 
 
-def _print_probes(manifest: dict[str, Any]) -> None:
+def _print_probes(manifest: dict[str, Any], headlines: dict[str, str]) -> None:
+    """One line per probe: its status, what it found (or why not), and what it cost."""
     for name, probe in manifest["probes"].items():
-        note = f"  {probe['reason']}" if probe["reason"] else ""
+        found = probe["reason"] or headlines.get(name, "")
+        cost = [] if probe["duration_ms"] is None else [f"{probe['duration_ms']:.0f} ms"]
         samples = probe.get("sampling", {}).get("samples")
-        extra = f", {samples} samples" if samples else ""
-        click.echo(
-            f"  {name:<10} {probe['status']:<8} {probe['duration_ms']:>8.1f} ms{extra}{note}",
-            err=True,
-        )
+        if samples:
+            cost.append(f"{samples} samples")
+        tail = f"  [{', '.join(cost)}]" if cost else ""
+        click.echo(f"  {name:<10} {probe['status']:<8} {found}{tail}", err=True)
     for item in manifest["dropped"]:
         click.echo(f"  dropped {item['file']}: {item['reason']}", err=True)
 

@@ -49,6 +49,7 @@ class Outcome:
     path: Path
     manifest: dict[str, Any]
     recovered: list[Path] = field(default_factory=list)
+    headlines: dict[str, str] = field(default_factory=dict)
 
 
 def bounded(fn: Callable[[], Any], timeout: float) -> tuple[str, Any]:
@@ -195,7 +196,8 @@ class Capture:
         final = parent / name
         os.rename(tmp, final)
         fsync_dir(parent)
-        return Outcome(final, manifest, recovered)
+        headlines = {p.name: p.headline(p.reading.record) for p in probes if p.reading.record}
+        return Outcome(final, manifest, recovered, headlines)
 
     def _freeze(
         self, probes: list[Probe], writer: BundleWriter, manifest: dict[str, Any], mono0: float

@@ -69,6 +69,20 @@ class Probe:
         """One record of the 1 Hz watch; only called when `samples` is true."""
         raise NotImplementedError
 
+    def headline(self, record: dict[str, Any]) -> str:
+        """What the freeze found, in one line for the operator watching the capture."""
+        return ""
+
+
+def human_bytes(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024 or unit == "GiB":
+            return f"{value:.1f} {unit}" if unit != "B" else f"{value:.0f} B"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
 
 REGISTRY: dict[str, type[Probe]] = {}
 

@@ -2,6 +2,7 @@
 analyst whether the box was power-cycled between two bundles."""
 
 import os
+from typing import Any
 
 from capture.probes import Probe, Reading, register
 
@@ -36,6 +37,11 @@ class Host(Probe):
                 "loadavg": [float(x) for x in loadavg.split()[:3]] if loadavg else None,
             }
         )
+
+    def headline(self, record: dict[str, Any]) -> str:
+        up = record["uptime_s"]
+        uptime = "unknown" if up is None else f"{up / 3600:.1f} h"
+        return f"{record['hostname']}, kernel {record['kernel']}, up {uptime}"
 
 
 def _os_release() -> str | None:

@@ -72,6 +72,10 @@ class Kernel(Probe):
                 )
         return {"source": str(self.ctx.kmsg), "records_read": len(records), "lines": lines}
 
+    def headline(self, record: dict[str, Any]) -> str:
+        matched = sum(line["matched"] for line in record["lines"])
+        return f"{record['records_read']} records; {matched} OOM, NVRM/Xid or hung-task lines kept"
+
 
 def _drain(fd: int) -> list[dict[str, Any]]:
     """Every record currently in the ring buffer; /dev/kmsg returns one record per read."""

@@ -46,6 +46,13 @@ class Logs(Probe):
         reason = None if ok else "no log source could be read"
         return Reading(status, reason, {"sources": results})
 
+    def headline(self, record: dict[str, Any]) -> str:
+        return "; ".join(
+            f"{s['name']}: {s['status']}"
+            + (f" ({len(s['lines'])} lines)" if s["status"] == "ok" else "")
+            for s in record["sources"]
+        )
+
     def _one(self, source: LogSource) -> dict[str, Any]:
         since = time.time() - self.ctx.config.limits.log_since_s
         if source.path:

@@ -5,7 +5,7 @@ On a unified-memory machine (GB10) this is the accelerator's memory gauge too.
 
 from typing import Any
 
-from capture.probes import Probe, Reading, register, unreadable
+from capture.probes import Probe, Reading, human_bytes, register, unreadable
 from capture.procfs import free_view, parse_meminfo, parse_swaps
 
 
@@ -32,6 +32,15 @@ class Memory(Probe):
         return Reading(
             record={"meminfo_kb": meminfo, "swaps": swaps, "free": free_view(meminfo, swaps)}
         )
+
+    def headline(self, record: dict[str, Any]) -> str:
+        free = record["free"]
+        swap = (
+            "no swap"
+            if not free["swap_total"]
+            else f"swap {human_bytes(free['swap_used'])} of {human_bytes(free['swap_total'])}"
+        )
+        return f"{human_bytes(free['available'])} available of {human_bytes(free['total'])}; {swap}"
 
     def sample(self) -> dict[str, Any]:
         return {"meminfo_kb": parse_meminfo(self._read("meminfo"))}

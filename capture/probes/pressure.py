@@ -44,6 +44,14 @@ class Pressure(Probe):
         cgroups = [self._cgroup(path, full=True) for path in self._cgroup_paths()]
         return Reading(record={"system": system, "unavailable": unavailable, "cgroups": cgroups})
 
+    def headline(self, record: dict[str, Any]) -> str:
+        parts = [
+            f"{res} some avg10 {psi['some']['avg10']:.2f}%"
+            for res, psi in record["system"].items()
+            if res in ("memory", "io") and "some" in psi
+        ]
+        return "; ".join(parts) + f"; {len(record['cgroups'])} cgroups read"
+
     def sample(self) -> dict[str, Any]:
         system, _ = self._system()
         return {

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from capture.clock import iso
-from capture.probes import Context, Probe, Reading, register
+from capture.probes import Context, Probe, Reading, human_bytes, register
 from capture.procfs import parse_pid_stat
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -43,6 +43,16 @@ class Processes(Probe):
             dict.fromkeys(r["cgroup"] for r in by_rss[:CGROUPS_OF_INTEREST] if r["cgroup"])
         )
         return Reading(record={"count": len(rows), "processes": rows})
+
+    def headline(self, record: dict[str, Any]) -> str:
+        others = [r for r in record["processes"] if r["pid"] != os.getpid()]
+        largest = max(others, key=lambda r: r["rss_bytes"], default=None)
+        if largest is None:
+            return "no processes"
+        return (
+            f"{record['count']} processes; largest {largest['name']} (pid {largest['pid']}) "
+            f"{human_bytes(largest['rss_bytes'])}"
+        )
 
     def sample(self) -> dict[str, Any]:
         sizes = []

@@ -23,5 +23,10 @@ class Vmstat(Probe):
         except OSError as exc:
             return unreadable(exc, "/proc/vmstat")
 
+    def headline(self, record: dict[str, Any]) -> str:
+        counters = record["counters"]
+        wanted = ("oom_kill", "pswpout", "pgmajfault")
+        return ", ".join(f"{k} {counters[k]}" for k in wanted if k in counters) + " since boot"
+
     def sample(self) -> dict[str, Any]:
         return {"counters": self._counters()}
