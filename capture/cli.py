@@ -4,6 +4,7 @@ Invariant: bad input ends in one line on stderr and a documented exit status, ne
 a traceback. Exit statuses are listed in EXIT_CODES and in the README.
 """
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +32,22 @@ EXIT_CODES = {
     EXIT_ARCHIVE: "the archive cannot be written (permissions, not a directory, disk full)",
     EXIT_INCOMPLETE: "the bundle was sealed but some evidence was dropped (disk full)",
 }
+
+
+def run() -> None:
+    """The console script: an unexpected error is one line and status 1, not a traceback.
+
+    EVIDENCE_DEBUG=1 lets the traceback through, for a bug report.
+    """
+    try:
+        main()
+    except Exception as exc:
+        if os.environ.get("EVIDENCE_DEBUG") == "1":
+            raise
+        fail(
+            f"internal error: {type(exc).__name__}: {exc} (EVIDENCE_DEBUG=1 shows where)",
+            EXIT_FAILED,
+        )
 
 
 def fail(message: str, code: int) -> None:
