@@ -1,4 +1,5 @@
-"""Parsers for the kernel's text files: pure functions from text to plain data.
+"""Parsers for the kernel's text files (pure functions from text to plain data), and the
+one reader of per-process files that every probe naming a pid shares.
 
 Values stay as the kernel printed them (kB stay kB, counters stay cumulative); rates
 and unit conversions belong to the analyst. Unknown keys are kept, never rejected:
@@ -6,6 +7,7 @@ every kernel adds some. Formats: ../shared/reference/formats.md section 8.
 """
 
 import re
+from pathlib import Path
 
 _PSI = re.compile(r"^(some|full) avg10=([\d.]+) avg60=([\d.]+) avg300=([\d.]+) total=(\d+)$")
 _OCTAL = re.compile(r"\\([0-7]{3})")
@@ -152,4 +154,31 @@ def parse_kmsg_record(record: str) -> dict[str, int | str] | None:
         "seq": int(fields[1]),
         "ts_us": int(fields[2]),
         "text": text,
+    }
+
+
+def read_pid(proc: Path, pid: int, leaf: str) -> str | None:
+    """/proc/<pid>/<leaf> as text, or None when the process is gone or hidden from us."""
+    try:
+        with open(proc / str(pid) / leaf, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def split_cmdline(text: str | None) -> list[str]:
+    """/proc/<pid>/cmdline (NUL-separated, NUL-terminated) -> argv; [] for kernel threads."""
+    argv = (text or "").split("\0")
+    return argv[:-1] if argv[-1:] == [""] else argv
+
+
+def who(proc: Path, pid: int) -> dict[str, str | list[str] | None]:
+    """A pid's name and command line, for probes that learn pids from elsewhere (GPU lists).
+
+    Both None when the process has gone or lives in another pid namespace.
+    """
+    comm, cmdline = read_pid(proc, pid, "comm"), read_pid(proc, pid, "cmdline")
+    return {
+        "name": comm.strip() if comm else None,
+        "cmdline": split_cmdline(cmdline) if cmdline is not None else None,
     }

@@ -31,6 +31,7 @@ from capture.procfs import parse_pid_stat
 FREEZE_BUDGET_S = 2.4
 SEAL_MARGIN_S = 3.0
 SAMPLE_TIMEOUT_S = 0.5
+CLOSE_TIMEOUT_S = 1.0
 
 
 @dataclass
@@ -70,6 +71,14 @@ def bounded(fn: Callable[[], Any], timeout: float) -> tuple[str, Any]:
     if "error" in box:
         return "error", box["error"]
     return "ok", box["value"]
+
+
+def _headline(probe: Probe) -> str:
+    """A probe's one-line finding; a summary that fails must not cost the sealed bundle."""
+    try:
+        return probe.headline(probe.reading.record)
+    except Exception as exc:  # the bundle is already sealed; the summary is a courtesy
+        return f"(no summary: {type(exc).__name__}: {exc})"
 
 
 def process_age_s() -> float:
@@ -177,6 +186,8 @@ class Capture:
         writer.write_manifest({**manifest, "files": writer.table(), "dropped": writer.dropped})
 
         self._watch(probes, writer, manifest, mono0)
+        for probe in probes:
+            bounded(probe.close, CLOSE_TIMEOUT_S)
         cost.end("watch")
 
         host = next((p.reading.record for p in probes if p.name == "host"), None) or {}
@@ -196,7 +207,7 @@ class Capture:
         final = parent / name
         os.rename(tmp, final)
         fsync_dir(parent)
-        headlines = {p.name: p.headline(p.reading.record) for p in probes if p.reading.record}
+        headlines = {p.name: _headline(p) for p in probes if p.reading.record}
         return Outcome(final, manifest, recovered, headlines)
 
     def _freeze(

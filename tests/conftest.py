@@ -6,13 +6,19 @@ EVIDENCE_REQUIRE_INTEGRATION=1 (as CI sets) the same condition fails instead,
 so a skip can never pass for a check in CI.
 """
 
+import json
 import os
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
+from jsonschema import Draft202012Validator
+
+from schemas import schema_path
 
 EVIDENCE = str(Path(sys.executable).parent / "evidence")
 REQUIRED = os.environ.get("EVIDENCE_REQUIRE_INTEGRATION") == "1"
@@ -67,3 +73,31 @@ def small_disk(tmp_path):
     need(done.returncode == 0, f"this machine does not allow a tmpfs mount: {done.stderr.strip()}")
     yield mount
     subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@cache
+def validator(record_file: str) -> Draft202012Validator:
+    return Draft202012Validator(json.loads(schema_path(record_file).read_text()))
+
+
+def errors(record_file: str, document: Any) -> list[str]:
+    return [
+        f"{record_file} {e.json_path}: {e.message}"
+        for e in validator(record_file).iter_errors(document)
+    ]
+
+
+def read_records(path: Path) -> list[Any]:
+    """A .json file is one record; a .jsonl file is one record per line."""
+    if path.suffix == ".jsonl":
+        return [json.loads(line) for line in path.read_text().splitlines()]
+    return [json.loads(path.read_text())]
+
+
+def bundle_errors(bundle: Path) -> list[str]:
+    """Every schema violation in a bundle, file by file and line by line."""
+    problems = []
+    for path in sorted(bundle.iterdir()):
+        for i, record in enumerate(read_records(path)):
+            problems += [f"line {i + 1}: {e}" for e in errors(path.name, record)]
+    return problems

@@ -36,7 +36,7 @@ def ctx(**kwargs) -> Context:
 
 def test_registry_orders_what_vanishes_first():
     names = [cls.name for cls in ordered()]
-    assert names[0] == "processes"
+    assert names[:2] == ["gpu", "processes"]
     assert names.index("memory") < names.index("kernel") < names.index("logs")
     assert names.index("vmstat") < names.index("kernel")
     assert names.index("pressure") < names.index("kernel")

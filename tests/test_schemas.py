@@ -13,12 +13,11 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EVIDENCE, bundles, need, run_evidence
+from conftest import EVIDENCE, bundles, errors, need, read_records, run_evidence, validator
 from jsonschema import Draft202012Validator
 
 from capture.bundle import BundleWriter
@@ -48,31 +47,14 @@ BUNDLE_FILES = (
     "host.json",
     "kernel.json",
     "logs.json",
+    "gpu.json",
+    "gpu.samples.jsonl",
 )
 # A tqdm-style progress bar (one line rewritten with \r) and a byte that is not UTF-8.
 LOG_BYTES = (
     b"loading model\nprogress  10%\rprogress  55%\rprogress 100%\nweights at \xff offset\nready\n"
 )
 MISSING_UNIT = "evidence-test-nonexistent.service"
-
-
-@cache
-def validator(record_file: str) -> Draft202012Validator:
-    return Draft202012Validator(json.loads(schema_path(record_file).read_text()))
-
-
-def errors(record_file: str, document: Any) -> list[str]:
-    return [
-        f"{record_file} {e.json_path}: {e.message}"
-        for e in validator(record_file).iter_errors(document)
-    ]
-
-
-def read_records(path: Path) -> list[Any]:
-    """A .json file is one record; a .jsonl file is one record per line."""
-    if path.suffix == ".jsonl":
-        return [json.loads(line) for line in path.read_text().splitlines()]
-    return [json.loads(path.read_text())]
 
 
 def envelope(probe: str, record: dict[str, Any]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from capture.config import Config
 
 STATUSES = ("ok", "absent", "unsupported", "denied", "timeout", "error", "skipped")
-MODULES = ("processes", "memory", "vmstat", "pressure", "host", "kernel", "logs")
+MODULES = ("gpu", "processes", "memory", "vmstat", "pressure", "host", "kernel", "logs")
 
 
 @dataclass
@@ -68,6 +68,9 @@ class Probe:
     def sample(self) -> dict[str, Any] | None:
         """One record of the 1 Hz watch; only called when `samples` is true."""
         raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the probe holds open (a driver session); called once, at the seal."""
 
     def headline(self, record: dict[str, Any]) -> str:
         """What the freeze found, in one line for the operator watching the capture."""

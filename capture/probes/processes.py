@@ -14,7 +14,7 @@ from typing import Any
 
 from capture.clock import iso
 from capture.probes import Context, Probe, Reading, human_bytes, register
-from capture.procfs import parse_pid_stat
+from capture.procfs import parse_pid_stat, read_pid, split_cmdline
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICK = os.sysconf("SC_CLK_TCK")
@@ -71,11 +71,7 @@ class Processes(Probe):
         return [int(e.name) for e in os.scandir(self.ctx.proc) if e.name.isdigit()]
 
     def _read(self, pid: int, leaf: str) -> str | None:
-        try:
-            with open(self.ctx.proc / str(pid) / leaf, encoding="utf-8", errors="replace") as f:
-                return f.read()
-        except OSError:
-            return None
+        return read_pid(self.ctx.proc, pid, leaf)
 
     def _row(self, pid: int, boot: float) -> dict[str, Any] | None:
         stat_text = self._read(pid, "stat")
@@ -92,13 +88,12 @@ class Processes(Probe):
         )
         uid = int(status["Uid"].split()[0]) if "Uid" in status else None
         swap = status.get("VmSwap")
-        cmdline = (self._read(pid, "cmdline") or "").split("\0")
         return {
             "pid": pid,
             "ppid": stat["ppid"],
             "pgid": stat["pgid"],
             "name": stat["name"],
-            "cmdline": cmdline[:-1] if cmdline[-1:] == [""] else cmdline,
+            "cmdline": split_cmdline(self._read(pid, "cmdline")),
             "user": None if uid is None else self._user(uid),
             "state": stat["state"],
             "rss_bytes": stat["rss_pages"] * PAGE,
