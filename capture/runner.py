@@ -30,7 +30,7 @@ from capture.procfs import parse_pid_stat
 
 FREEZE_BUDGET_S = 2.4
 SEAL_MARGIN_S = 3.0
-SAMPLE_TIMEOUT_S = 0.5
+SAMPLE_GRACE_S = 0.3
 CLOSE_TIMEOUT_S = 1.0
 
 
@@ -53,24 +53,55 @@ class Outcome:
     headlines: dict[str, str] = field(default_factory=dict)
 
 
-def bounded(fn: Callable[[], Any], timeout: float) -> tuple[str, Any]:
-    """Run fn in a daemon thread: ("ok", value), ("error", exception) or ("timeout", thread)."""
-    box: dict[str, Any] = {}
+class Call:
+    """fn running in a daemon thread, which the runner may wait for or abandon."""
 
-    def target() -> None:
+    def __init__(self, fn: Callable[[], Any]):
+        self.box: dict[str, Any] = {}
+        self.started = time.monotonic()
+        self.at = time.time()
+        self.abandoned = False
+        self.thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        self.thread.start()
+
+    def _run(self, fn: Callable[[], Any]) -> None:
         try:
-            box["value"] = fn()
+            self.box["value"] = fn()
         except Exception as exc:  # a probe's failure is evidence, not a crash of the capture
-            box["error"] = exc
+            self.box["error"] = exc
 
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(max(0.0, timeout))
-    if thread.is_alive():
-        return "timeout", thread
-    if "error" in box:
-        return "error", box["error"]
-    return "ok", box["value"]
+    def wait(self, timeout: float) -> bool:
+        self.thread.join(max(0.0, timeout))
+        return not self.thread.is_alive()
+
+    @property
+    def done(self) -> bool:
+        return not self.thread.is_alive()
+
+    def outcome(self) -> tuple[str, Any]:
+        if "error" in self.box:
+            return "error", self.box["error"]
+        return "ok", self.box.get("value")
+
+
+def bounded(fn: Callable[[], Any], timeout: float) -> tuple[str, Any]:
+    """Run fn in a daemon thread: ("ok", value), ("error", exception) or ("timeout", call)."""
+    call = Call(fn)
+    if not call.wait(timeout):
+        return "timeout", call
+    return call.outcome()
+
+
+def _reading(call: Call) -> Reading:
+    """What a probe's read came to: its Reading, its exception, or its silence."""
+    if not call.done:
+        call.abandoned = True
+        waited = time.monotonic() - call.started
+        return Reading("timeout", f"no answer within {waited:.2f} s; abandoned")
+    kind, value = call.outcome()
+    if kind == "error":
+        return Reading("error", f"{type(value).__name__}: {value}")
+    return value
 
 
 def _headline(probe: Probe) -> str:
@@ -133,10 +164,12 @@ class Capture:
         root: Path,
         on_progress: Callable[[float, float], None] | None = None,
         probes: list[type[Probe]] | None = None,
+        health: list[dict[str, Any]] | None = None,
     ):
         self.config, self.trigger, self.window_s, self.root = config, trigger, window_s, root
         self.on_progress = on_progress
         self.probe_classes = probes if probes is not None else ordered()
+        self.health = health
 
     def run(self) -> Outcome:
         process_started = time.time() - process_age_s()
@@ -176,9 +209,11 @@ class Capture:
         writer.write_manifest(manifest)
 
         cost = _Cost()
-        ctx = Context(config=self.config, started=started)
+        ctx = Context(config=self.config, started=started, health=self.health)
         probes = [cls(ctx) for cls in self.probe_classes]
-        self._freeze(probes, writer, manifest, mono0)
+        self._freeze([p for p in probes if not p.deferred], writer, manifest, mono0)
+        deferred_end = mono0 + max(self.window_s, FREEZE_BUDGET_S)
+        deferred = [(p, self._start(p, deferred_end)) for p in probes if p.deferred]
         manifest["collector"]["freeze_done_after_process_start_s"] = round(
             time.time() - process_started, 4
         )
@@ -186,6 +221,9 @@ class Capture:
         writer.write_manifest({**manifest, "files": writer.table(), "dropped": writer.dropped})
 
         self._watch(probes, writer, manifest, mono0)
+        for probe, call in deferred:
+            call.wait(probe.deadline - time.monotonic())
+            self._record(probe, _reading(call), time.monotonic() - call.started, writer, manifest)
         for probe in probes:
             bounded(probe.close, CLOSE_TIMEOUT_S)
         cost.end("watch")
@@ -220,18 +258,15 @@ class Capture:
                 reading = Reading("skipped", "the freeze phase ran out of time before this probe")
                 self._record(probe, reading, None, writer, manifest)
                 continue
-            timeout = min(probe.timeout_s, left)
-            probe.deadline = time.monotonic() + timeout
-            t = time.monotonic()
-            kind, value = bounded(probe.freeze, timeout)
-            elapsed = time.monotonic() - t
-            if kind == "timeout":
-                reading = Reading("timeout", f"no answer within {timeout:.2f} s; abandoned")
-            elif kind == "error":
-                reading = Reading("error", f"{type(value).__name__}: {value}")
-            else:
-                reading = value
-            self._record(probe, reading, elapsed, writer, manifest)
+            call = self._start(probe, time.monotonic() + left)
+            call.wait(probe.deadline - time.monotonic())
+            self._record(probe, _reading(call), time.monotonic() - call.started, writer, manifest)
+
+    @staticmethod
+    def _start(probe: Probe, latest: float) -> Call:
+        """Start a probe's read with its deadline: its own timeout, or `latest` if sooner."""
+        probe.deadline = min(time.monotonic() + probe.timeout_s, latest)
+        return Call(probe.freeze)
 
     def _record(
         self,
@@ -258,44 +293,72 @@ class Capture:
     def _watch(
         self, probes: list[Probe], writer: BundleWriter, manifest: dict[str, Any], mono0: float
     ) -> None:
+        """Sample each probe at its own interval; calls run side by side, never stacked."""
         samplers = [p for p in probes if p.samples and p.reading.status == "ok"]
         end = mono0 + self.window_s
-        busy: dict[str, threading.Thread] = {}
+        inflight: dict[str, Call] = {}
         stats = {
             p.name: {"samples": 0, "gaps": 0, "errors": 0, "last_error": None} for p in samplers
         }
         tick = 0
-        while samplers and time.monotonic() < end:
+        while samplers and time.monotonic() < end - 0.05:
             tick += 1
+            tick_end = min(mono0 + tick, end)
             for probe in samplers:
-                if end - time.monotonic() < 0.05:
-                    break  # the window closed during this tick: no call, so no false gap
-                stat = stats[probe.name]
-                if probe.name in busy and busy[probe.name].is_alive():
-                    stat["gaps"] += 1
-                    continue
-                busy.pop(probe.name, None)
-                at = time.time()
-                kind, value = bounded(probe.sample, min(SAMPLE_TIMEOUT_S, end - time.monotonic()))
-                if kind == "timeout":
-                    busy[probe.name] = value
-                    stat["gaps"] += 1
-                elif kind == "error":
-                    stat["errors"] += 1
-                    stat["last_error"] = f"{type(value).__name__}: {value}"
-                elif writer.append_jsonl(
-                    f"{probe.name}.samples.jsonl",
-                    {"t": iso(at), **value},
-                    probe.name,
-                    probe.priority - 50,
-                ):
-                    stat["samples"] += 1
+                if tick == 1 or (tick - 1) % max(1, round(probe.sample_interval_s)) == 0:
+                    if probe.name in inflight:
+                        stats[probe.name]["gaps"] += 1  # still busy with the previous one
+                    else:
+                        inflight[probe.name] = Call(probe.sample)
+            for call in inflight.values():
+                call.wait(tick_end - time.monotonic())
+            self._collect(samplers, inflight, stats, writer, final=False)
             if self.on_progress:
                 self.on_progress(min(time.monotonic() - mono0, self.window_s), self.window_s)
-            time.sleep(max(0.0, min(mono0 + tick, end) - time.monotonic()))
+            time.sleep(max(0.0, tick_end - time.monotonic()))
+        for call in inflight.values():
+            call.wait(end + SAMPLE_GRACE_S - time.monotonic())
+        self._collect(samplers, inflight, stats, writer, final=True)
         for probe in samplers:
             entry = manifest["probes"][probe.name]
             entry["sampling"] = stats[probe.name]
             fname = f"{probe.name}.samples.jsonl"
             if fname in writer.files:
                 entry["files"].append(fname)
+
+    def _collect(
+        self,
+        samplers: list[Probe],
+        inflight: dict[str, Call],
+        stats: dict[str, dict[str, Any]],
+        writer: BundleWriter,
+        final: bool,
+    ) -> None:
+        """Write finished samples; abandon calls past their timeout (a counted gap)."""
+        for probe in samplers:
+            call = inflight.get(probe.name)
+            if call is None:
+                continue
+            stat = stats[probe.name]
+            if not call.done:
+                late = time.monotonic() - call.started > probe.sample_timeout_s
+                if (late or final) and not call.abandoned:
+                    call.abandoned = True
+                    stat["gaps"] += 1
+                if final:
+                    del inflight[probe.name]
+                continue
+            del inflight[probe.name]
+            if call.abandoned:
+                continue  # too late to be a sample of its second
+            kind, value = call.outcome()
+            if kind == "error":
+                stat["errors"] += 1
+                stat["last_error"] = f"{type(value).__name__}: {value}"
+            elif value is not None and writer.append_jsonl(
+                f"{probe.name}.samples.jsonl",
+                {"t": iso(call.at), **value},
+                probe.name,
+                probe.priority - 50,
+            ):
+                stat["samples"] += 1

@@ -43,6 +43,7 @@ class Context:
 
     config: Config
     started: float
+    health: list[dict[str, Any]] | None = None  # the checks that failed, when they triggered us
     shared: dict[str, Any] = field(default_factory=dict)
     proc: Path = Path("/proc")
     sys: Path = Path("/sys")
@@ -55,6 +56,11 @@ class Probe:
     priority: ClassVar[int]
     timeout_s: ClassVar[float] = 1.0
     samples: ClassVar[bool] = False
+    sample_interval_s: ClassVar[float] = 1.0
+    sample_timeout_s: ClassVar[float] = 0.8
+    # A deferred probe reads history that thirty seconds will not change (Prometheus): it
+    # runs beside the watch instead of delaying the freeze of what does change.
+    deferred: ClassVar[bool] = False
 
     def __init__(self, ctx: Context):
         self.ctx = ctx
@@ -66,7 +72,7 @@ class Probe:
         raise NotImplementedError
 
     def sample(self) -> dict[str, Any] | None:
-        """One record of the 1 Hz watch; only called when `samples` is true."""
+        """One record of the watch, every sample_interval_s; only when `samples` is true."""
         raise NotImplementedError
 
     def close(self) -> None:
