@@ -41,6 +41,7 @@ class Engine:
     name: str
     container: str | None = None
     unit: str | None = None
+    timeout_s: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,13 @@ class Check:
     model: str | None = None
     command: str | None = None
     timeout_s: float = 10.0
+    expect_status: int = 200
+    expect_text: str | None = None
+    json_field: str | None = None
+    json_value: str | None = None
+    prompt: str = "Reply with one word: ready."
+    max_tokens: int = 1024
+    api_key_env: str | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,7 @@ class Config:
     window_s: float = 30.0
     prometheus_url: str | None = None
     prometheus_lookback_s: int = 24 * 3600
+    prometheus_queries: tuple[tuple[str, str], ...] = ()
     engines: tuple[Engine, ...] = ()
     logs: tuple[LogSource, ...] = ()
     checks: tuple[Check, ...] = ()
@@ -197,7 +206,12 @@ def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
     top = _Table(
         data, "", {"archive", "window_s", "prometheus", "engines", "logs", "checks", "capture"}
     )
-    prometheus = _Table(data.get("prometheus", {}), "prometheus", {"url", "lookback"})
+    prometheus = _Table(data.get("prometheus", {}), "prometheus", {"url", "lookback", "queries"})
+    queries = prometheus.data.get("queries", {})
+    if not isinstance(queries, dict) or not all(
+        isinstance(v, str) and v.strip() for v in queries.values()
+    ):
+        raise ConfigError('prometheus.queries: expected a table of name = "PromQL expression"')
     capture = _Table(
         data.get("capture", {}),
         "capture",
@@ -224,7 +238,7 @@ def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
 
     engines = []
     for item, where in top.tables("engines"):
-        t = _Table(item, where, {"kind", "url", "name", "container", "unit"})
+        t = _Table(item, where, {"kind", "url", "name", "container", "unit", "timeout_s"})
         kind = t.choice("kind", ENGINE_KINDS, required=True)
         engines.append(
             Engine(
@@ -233,6 +247,7 @@ def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
                 name=t.text("name") or kind,
                 container=t.text("container"),
                 unit=t.text("unit"),
+                timeout_s=t.number("timeout_s", 1.0, 0.05),
             )
         )
 
@@ -255,7 +270,25 @@ def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
 
     checks = []
     for item, where in top.tables("checks"):
-        t = _Table(item, where, {"name", "kind", "url", "model", "command", "timeout_s"})
+        t = _Table(
+            item,
+            where,
+            {
+                "name",
+                "kind",
+                "url",
+                "model",
+                "command",
+                "timeout_s",
+                "expect_status",
+                "expect_text",
+                "json_field",
+                "json_value",
+                "prompt",
+                "max_tokens",
+                "api_key_env",
+            },
+        )
         kind = t.choice("kind", CHECK_KINDS, required=True)
         checks.append(
             Check(
@@ -265,8 +298,17 @@ def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
                 model=t.text("model"),
                 command=t.text("command", required=kind == "command"),
                 timeout_s=t.number("timeout_s", 10.0, 0.1),
+                expect_status=int(t.number("expect_status", 200, 100)),
+                expect_text=t.text("expect_text"),
+                json_field=t.text("json_field"),
+                json_value=t.text("json_value"),
+                prompt=t.text("prompt") or Check.prompt,
+                max_tokens=int(t.number("max_tokens", Check.max_tokens, 1)),
+                api_key_env=t.text("api_key_env"),
             )
         )
+        if [c.name for c in checks].count(checks[-1].name) > 1:
+            raise ConfigError(f"{where}.name: {checks[-1].name!r} is used by two checks")
 
     return Config(
         source=source,
@@ -274,6 +316,7 @@ def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
         window_s=top.number("window_s", 30.0, 0),
         prometheus_url=prometheus.url("url"),
         prometheus_lookback_s=prometheus.duration("lookback", 24 * 3600),
+        prometheus_queries=tuple(queries.items()),
         engines=tuple(engines),
         logs=tuple(logs),
         checks=tuple(checks),

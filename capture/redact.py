@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 MARK = "[REDACTED]"
+ARGV_KEYS = ("cmdline", "argv", "launch_command")
 
 # A flag whose *next* argument (or `=value`) is a secret: --api-key, --hf-token,
 # --password, --auth-token, --secret, --key, --db-pass ...
@@ -32,6 +33,14 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
         r"\1" + MARK,
     ),
     (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1" + MARK),
+    # A secret flag inside free text (a command line in a log or a config dump).
+    (
+        re.compile(
+            r"(?i)(--?(?:[a-z0-9]+[-_])*(?:api[-_]?key|apikey|token|secret|password|passwd"
+            r"|auth[-_]?token)(?:\s+|=))(?!-)[^\s\"',;]+"
+        ),
+        r"\1" + MARK,
+    ),
     # Token shapes issued by the services these boxes talk to.
     (re.compile(r"\bsk-[A-Za-z0-9_-]{8,}"), MARK),  # OpenAI and compatible gateways
     (re.compile(r"\bhf_[A-Za-z0-9]{8,}"), MARK),  # Hugging Face
@@ -105,12 +114,12 @@ def redact_argv(argv: list[str]) -> list[str]:
 
 
 def scrub(value: Any) -> Any:
-    """Redact every string in a record; lists under a `cmdline` key are treated as argv."""
+    """Redact every string in a record; lists under an ARGV_KEYS key are treated as argv."""
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, dict):
         return {
-            k: redact_argv(v) if k == "cmdline" and isinstance(v, list) else scrub(v)
+            k: redact_argv(v) if k in ARGV_KEYS and isinstance(v, list) else scrub(v)
             for k, v in value.items()
         }
     if isinstance(value, list):

@@ -49,6 +49,8 @@ BUNDLE_FILES = (
     "logs.json",
     "gpu.json",
     "gpu.samples.jsonl",
+    "engines.json",
+    "engines.samples.jsonl",
 )
 # A tqdm-style progress bar (one line rewritten with \r) and a byte that is not UTF-8.
 LOG_BYTES = (

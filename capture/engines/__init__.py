@@ -1,0 +1,163 @@
+"""Readers of model servers, model managers and render engines: one module per kind,
+one registry, one interface.
+
+A reader declares its endpoints (path, parser, whether the watch re-reads it); the
+base class owns the requests, the deadlines, the statuses and the raw answers, so no
+kind re-implements them. Every request is a GET through capture.httpget.
+
+Invariants:
+- The first endpoint is the engine's primary one. If it is absent or times out, the
+  engine's other endpoints are not asked (they would cost the same timeout again) and
+  are recorded as `skipped` with that reason.
+- A parser receives the answer and returns readings that keep the engine's own names
+  and units; a parser that raises turns the endpoint into `error` with the raw kept.
+- `identifies` says whether answers look like this kind, for engines found on a port
+  rather than configured.
+"""
+
+import importlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from capture import promtext
+from capture.httpget import Answer, get
+
+KINDS = ("llama_swap", "ollama", "comfyui", "a1111", "vllm", "sglang", "llama_server")
+RAW_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    path: str
+    parse: Callable[[Answer], dict[str, Any]]
+    sampled: bool = False
+    keep_tail: bool = False  # a log: the end matters, not the beginning
+
+
+class Reader:
+    kind: ClassVar[str]
+    ports: ClassVar[tuple[int, ...]] = ()
+    endpoints: ClassVar[tuple[Endpoint, ...]]
+
+    def __init__(self, name: str, url: str, timeout_s: float):
+        self.name, self.url, self.timeout_s = name, url.rstrip("/"), timeout_s
+
+    def identifies(self, record: dict[str, Any]) -> bool:
+        """Whether the primary endpoint answered in this kind's format."""
+        return record["endpoints"][self.endpoints[0].path]["status"] == "ok"
+
+    def snapshot(self, deadline: float) -> dict[str, Any]:
+        return self._read(self.endpoints, deadline, keep_raw=True)
+
+    def sample(self, deadline: float) -> dict[str, Any]:
+        record = self._read(tuple(e for e in self.endpoints if e.sampled), deadline, keep_raw=False)
+        return {k: record[k] for k in ("name", "kind", "status", "reason", "endpoints")}
+
+    def _read(
+        self, endpoints: tuple[Endpoint, ...], deadline: float, keep_raw: bool
+    ) -> dict[str, Any]:
+        results: dict[str, Any] = {}
+        stop: str | None = None
+        for endpoint in endpoints:
+            if stop:
+                results[endpoint.path] = {"status": "skipped", "reason": stop}
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0.05:
+                results[endpoint.path] = {
+                    "status": "skipped",
+                    "reason": "the probe's time ran out before this request",
+                }
+                continue
+            answer = get(self.url + endpoint.path, min(self.timeout_s, left))
+            results[endpoint.path] = self._entry(endpoint, answer, keep_raw)
+            if endpoint is endpoints[0] and answer.status in ("absent", "timeout"):
+                stop = f"{endpoint.path} was {answer.status}: {answer.reason}"
+        primary = results[endpoints[0].path] if endpoints else {"status": "skipped", "reason": None}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "url": self.url,
+            "status": primary["status"],
+            "reason": primary.get("reason"),
+            "endpoints": results,
+        }
+
+    @staticmethod
+    def _entry(endpoint: Endpoint, answer: Answer, keep_raw: bool) -> dict[str, Any]:
+        entry = (
+            answer.record(RAW_BYTES)
+            if keep_raw
+            else {
+                "status": answer.status,
+                "reason": answer.reason,
+                "http_status": answer.http_status,
+                "elapsed_ms": round(answer.elapsed_ms, 1),
+            }
+        )
+        if keep_raw and endpoint.keep_tail:
+            entry["body"] = answer.body[-RAW_BYTES:].decode("utf-8", "backslashreplace")
+        if answer.status == "ok":
+            try:
+                entry["readings"] = endpoint.parse(answer)
+            except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+                entry["status"] = "error"
+                entry["reason"] = f"the answer could not be parsed: {type(exc).__name__}: {exc}"
+                if not keep_raw:  # a sample that fails to parse still keeps its evidence
+                    entry["body"] = answer.body[:RAW_BYTES].decode("utf-8", "backslashreplace")
+        return entry
+
+
+REGISTRY: dict[str, type[Reader]] = {}
+
+
+def register(cls: type[Reader]) -> type[Reader]:
+    REGISTRY[cls.kind] = cls
+    return cls
+
+
+def readers() -> dict[str, type[Reader]]:
+    for module in KINDS:
+        importlib.import_module(f"capture.engines.{module}")
+    return REGISTRY
+
+
+def json_object(answer: Answer) -> dict[str, Any]:
+    """The body as a JSON object; anything else is a parse error."""
+    data = answer.json()
+    if not isinstance(data, dict):
+        raise TypeError(f"expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def openai_models(answer: Answer) -> dict[str, Any]:
+    """GET /v1/models (OpenAI list): the served model ids and, where given, max_model_len."""
+    data = json_object(answer)["data"]
+    return {"models": [{"id": m["id"], "max_model_len": m.get("max_model_len")} for m in data]}
+
+
+def status_only(answer: Answer) -> dict[str, Any]:
+    """A health endpoint whose status code is the whole answer (vLLM, SGLang: 200 empty)."""
+    return {"http_status": answer.http_status, "body": answer.text()[:200]}
+
+
+def metrics(wanted: tuple[str, ...]) -> Callable[[Answer], dict[str, Any]]:
+    """A /metrics parser keeping the wanted samples under the engine's own names, and
+    naming the wanted ones this engine did not publish."""
+
+    def parse(answer: Answer) -> dict[str, Any]:
+        samples = promtext.parse(answer.text())
+        if not samples:
+            raise ValueError("no samples in the Prometheus exposition")
+        found, absent = promtext.select(samples, wanted)
+        return {"metrics": found, "absent": absent, "samples_total": len(samples)}
+
+    return parse
+
+
+def published(record: dict[str, Any], path: str, prefix: str) -> bool:
+    """Whether an endpoint's parsed metrics include any sample named prefix*."""
+    readings = record["endpoints"].get(path, {}).get("readings") or {}
+    return any(name.startswith(prefix) for name in readings.get("metrics", {}))

@@ -1,0 +1,51 @@
+"""vLLM: requests running and waiting, KV-cache usage and token counters from /metrics.
+
+Both names of the KV gauge are asked for: kv_cache_usage_perc (0.9.2+) and
+gpu_cache_usage_perc (removed in 0.12); the absent one is listed as absent.
+Format: ../shared/reference/formats.md section 4 (vLLM 0.33 v1/metrics/loggers.py).
+"""
+
+from typing import Any
+
+from capture.engines import (
+    Endpoint,
+    Reader,
+    json_object,
+    metrics,
+    openai_models,
+    published,
+    register,
+    status_only,
+)
+from capture.httpget import Answer
+
+WANTED = (
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:gpu_cache_usage_perc",
+    "vllm:num_preemptions_total",
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+    "vllm:request_success_total",
+    "vllm:engine_sleep_state",
+)
+
+
+def version(answer: Answer) -> dict[str, Any]:
+    return {"version": json_object(answer)["version"]}
+
+
+@register
+class Vllm(Reader):
+    kind = "vllm"
+    ports = (8000,)
+    endpoints = (
+        Endpoint("/metrics", metrics(WANTED), sampled=True),
+        Endpoint("/health", status_only, sampled=True),
+        Endpoint("/v1/models", openai_models),
+        Endpoint("/version", version),
+    )
+
+    def identifies(self, record: dict[str, Any]) -> bool:
+        return published(record, "/metrics", "vllm:")

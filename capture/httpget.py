@@ -1,0 +1,117 @@
+"""The collector's only HTTP client: GET, bounded in time and size, no proxies, no redirects
+followed off the host.
+
+Invariants:
+- GET only. The collector never changes a service's state; the one exception, a
+  configured health check, lives in capture/checks.py and says so.
+- The answer's status says which layer failed: `absent` (nothing listening: refused),
+  `timeout` (the port accepts but the application does not answer in time: the seeds'
+  "port accepts, application dead"), `error` (HTTP error, with status and body head).
+- Proxy variables are ignored: the engines are on this machine, and an answer must not
+  be routed, or a URL leaked, through a proxy.
+"""
+
+import socket
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+BODY_HEAD = 300
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+@dataclass
+class Answer:
+    url: str
+    status: str  # ok | absent | timeout | error
+    reason: str | None = None
+    http_status: int | None = None
+    elapsed_ms: float = 0.0
+    body: bytes = b""
+    truncated: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def text(self) -> str:
+        return self.body.decode("utf-8", "backslashreplace")
+
+    def json(self) -> Any:
+        """The body as JSON; raises ValueError (orjson.JSONDecodeError) if it is not."""
+        return orjson.loads(self.body)
+
+    def record(self, keep_bytes: int) -> dict[str, Any]:
+        """The answer as it goes into a bundle: status, timing and the raw body, capped."""
+        return {
+            "url": self.url,
+            "status": self.status,
+            "reason": self.reason,
+            "http_status": self.http_status,
+            "elapsed_ms": round(self.elapsed_ms, 1),
+            "bytes": len(self.body),
+            "truncated": self.truncated or len(self.body) > keep_bytes,
+            "content_type": self.headers.get("content-type"),
+            "body": self.body[:keep_bytes].decode("utf-8", "backslashreplace"),
+        }
+
+
+def get(
+    url: str,
+    timeout_s: float,
+    max_bytes: int = 4 * 1024 * 1024,
+    headers: dict[str, str] | None = None,
+) -> Answer:
+    """GET url within timeout_s in all (connect, headers and body), reading at most max_bytes."""
+    start = time.monotonic()
+    deadline = start + timeout_s
+    request = urllib.request.Request(url, method="GET", headers=headers or {})
+    try:
+        with _OPENER.open(request, timeout=timeout_s) as response:
+            body, truncated = _read(response, deadline, max_bytes)
+            return Answer(
+                url,
+                "ok",
+                http_status=response.status,
+                body=body,
+                truncated=truncated,
+                headers={k.lower(): v for k, v in response.headers.items()},
+                elapsed_ms=(time.monotonic() - start) * 1000,
+            )
+    except urllib.error.HTTPError as exc:
+        body = exc.read(BODY_HEAD) if exc.fp else b""
+        head = body.decode("utf-8", "backslashreplace").strip()
+        return Answer(
+            url,
+            "error",
+            f"HTTP {exc.code} {exc.reason}: {head}".rstrip(": "),
+            http_status=exc.code,
+            body=body,
+            elapsed_ms=(time.monotonic() - start) * 1000,
+        )
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        cause = getattr(exc, "reason", exc)
+        elapsed = (time.monotonic() - start) * 1000
+        if isinstance(cause, ConnectionRefusedError):
+            return Answer(
+                url, "absent", "nothing is listening (connection refused)", elapsed_ms=elapsed
+            )
+        if isinstance(cause, TimeoutError | socket.timeout):
+            return Answer(url, "timeout", f"no answer within {timeout_s:g} s", elapsed_ms=elapsed)
+        return Answer(url, "error", f"{type(cause).__name__}: {cause}", elapsed_ms=elapsed)
+
+
+def _read(response: Any, deadline: float, max_bytes: int) -> tuple[bytes, bool]:
+    """Read the body in chunks, so a server that trickles cannot outlast the deadline."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= max_bytes:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the body did not arrive in time")
+        chunk = response.read(min(65536, max_bytes + 1 - size))
+        if not chunk:
+            return b"".join(chunks), False
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)[:max_bytes], True
