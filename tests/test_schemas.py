@@ -51,6 +51,7 @@ BUNDLE_FILES = (
     "gpu.samples.jsonl",
     "engines.json",
     "engines.samples.jsonl",
+    "prometheus.json",
 )
 # A tqdm-style progress bar (one line rewritten with \r) and a byte that is not UTF-8.
 LOG_BYTES = (

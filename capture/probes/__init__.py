@@ -20,7 +20,18 @@ from typing import Any, ClassVar
 from capture.config import Config
 
 STATUSES = ("ok", "absent", "unsupported", "denied", "timeout", "error", "skipped")
-MODULES = ("gpu", "processes", "engines", "memory", "vmstat", "pressure", "host", "kernel", "logs")
+MODULES = (
+    "gpu",
+    "processes",
+    "engines",
+    "memory",
+    "vmstat",
+    "pressure",
+    "host",
+    "kernel",
+    "logs",
+    "prometheus",
+)
 
 
 @dataclass

@@ -1,0 +1,168 @@
+"""The Prometheus window, read from a real Prometheus (Debian's package) that the test
+starts on a loopback port after backfilling hours of history with promtool."""
+
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import orjson
+import pytest
+from conftest import bundle_errors, bundles, need, run_evidence, write_config
+from fakes import closed_port
+
+from capture.probes.prometheus import step_for
+
+HOURS = 6
+GIB = 1024**3
+
+
+def history(now: int) -> str:
+    """OpenMetrics text: six hours of a machine whose available memory falls while vLLM's
+    queue builds and llama-server's context high-water climbs (the shapes the analyst reads)."""
+    start = now - HOURS * 3600
+    stamps = range(start, now - 60, 60)
+    families = {
+        "node_memory_MemAvailable_bytes": (
+            '{instance="box:9100",job="node"}',
+            lambda i: 100 * GIB - i * 200 * 1024**2,
+        ),
+        "node_memory_MemTotal_bytes": ('{instance="box:9100",job="node"}', lambda i: 128 * GIB),
+        "vllm:num_requests_waiting": (
+            '{engine="0",job="vllm",model_name="Qwen/Qwen3-8B"}',
+            lambda i: float(i // 60),
+        ),
+        "llamacpp:n_tokens_max": ('{job="llama-server"}', lambda i: 1000 + 10 * i),
+    }
+    lines = []
+    for name, (labels, value) in families.items():
+        lines.append(f"# TYPE {name} gauge")
+        lines += [f"{name}{labels} {value(i)} {ts}" for i, ts in enumerate(stamps)]
+    lines.append("# EOF")
+    return "\n".join(lines) + "\n"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory):
+    need(
+        shutil.which("prometheus") is not None and shutil.which("promtool") is not None,
+        "Debian's prometheus package (prometheus, promtool) is not installed",
+    )
+    work = tmp_path_factory.mktemp("prometheus")
+    data = work / "data"
+    source = work / "history.om"
+    source.write_text(history(int(time.time())))
+    subprocess.run(
+        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    config = work / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
+    port = free_port()
+    log = (work / "prometheus.log").open("w")
+    proc = subprocess.Popen(
+        [
+            "prometheus",
+            f"--config.file={config}",
+            f"--storage.tsdb.path={data}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--storage.tsdb.retention.time=30d",
+        ],
+        stdout=log,
+        stderr=log,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None, (work / "prometheus.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "Prometheus did not become ready"
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def prometheus_record(tmp_path: Path, config_text: str, window: str = "2") -> tuple[dict, dict]:
+    config = write_config(tmp_path / "c.toml", config_text)
+    result = run_evidence(
+        "capture",
+        "--archive",
+        str(tmp_path / "a"),
+        "--window",
+        window,
+        "--config",
+        str(config),
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    (bundle,) = bundles(tmp_path / "a")
+    assert bundle_errors(bundle) == []
+    summary = orjson.loads(result.stdout)
+    path = bundle / "prometheus.json"
+    return summary, orjson.loads(path.read_bytes()) if path.exists() else {}
+
+
+def test_the_bundle_holds_hours_of_history_from_a_real_prometheus(prometheus, tmp_path):
+    summary, record = prometheus_record(
+        tmp_path,
+        f'[prometheus]\nurl = "{prometheus}"\n'
+        'lookback = "8h"\n[prometheus.queries]\n'
+        'queue_peak = "max_over_time(vllm:num_requests_waiting[1h])"\n',
+    )
+    assert summary["probes"]["prometheus"]["status"] == "ok"
+    assert record["step_s"] == step_for(8 * 3600) == 96
+    assert record["version"].startswith("2.")
+    queries = {q["name"]: q for q in record["queries"]}
+    available = queries["host_memory_available"]
+    assert available["status"] == "ok"
+    (series,) = available["series"]
+    assert series["metric"]["instance"] == "box:9100"
+    values = [float(v) for _, v in series["values"]]
+    assert len(values) > 150  # about six hours at a 96 s step
+    assert values[0] > values[-1] + 50 * GIB  # it fell: memory read backwards from the end
+    waiting = queries["requests_waiting"]["series"][0]
+    assert waiting["metric"]["model_name"] == "Qwen/Qwen3-8B"
+    assert queries["context_high_water"]["status"] == "ok"
+    assert queries["queue_peak"]["status"] == "ok"  # the config's own query
+    # Nothing publishes these on this box: absent, with the reason, and no series.
+    for name in ("gateway_up", "kv_cache_usage", "accelerator_memory_used", "host_swap_free"):
+        assert queries[name]["status"] == "absent", name
+        assert queries[name]["series"] == [] and "nothing publishes" in queries[name]["reason"]
+
+
+def test_a_bad_query_is_an_error_of_that_query_only(prometheus, tmp_path):
+    _, record = prometheus_record(
+        tmp_path,
+        f'[prometheus]\nurl = "{prometheus}"\n'
+        'lookback = "1h"\n[prometheus.queries]\nbroken = "rate(("\n',
+    )
+    queries = {q["name"]: q for q in record["queries"]}
+    assert queries["broken"]["status"] == "error" and "bad_data" in queries["broken"]["reason"]
+    assert queries["host_memory_available"]["status"] == "ok"
+
+
+def test_prometheus_unreachable_is_not_a_missing_series(tmp_path):
+    url = f"http://127.0.0.1:{closed_port()}"
+    summary, record = prometheus_record(tmp_path, f'[prometheus]\nurl = "{url}"\n', window="0")
+    probe = summary["probes"]["prometheus"]
+    assert probe["status"] == "absent" and "nothing is listening" in probe["reason"]
+    assert record == {}  # no per-query "absent": the instrument, not the series, is missing
