@@ -22,6 +22,7 @@ import orjson
 from capture.redact import scrub
 
 MANIFEST = "manifest.json"
+INCOMPLETE = ".incomplete"  # a file a dead collector left half written, kept aside
 MANIFEST_PRIORITY = 1000
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
@@ -41,6 +42,19 @@ class BundleWriter:
         self.dropped: list[dict[str, str]] = []
         self._gone: set[str] = set()
 
+    @classmethod
+    def adopt(cls, directory: Path, dropped: list[dict[str, str]]) -> "BundleWriter":
+        """A writer for a bundle already on disk (a dead capture's): its files as they are."""
+        writer = cls(directory)
+        writer.dropped = list(dropped)
+        for path in sorted(directory.iterdir()):
+            if path.name == MANIFEST or path.name.startswith(".") or path.name.endswith(INCOMPLETE):
+                continue
+            data = path.read_bytes()
+            entry = writer.files[path.name] = _File(path.name.split(".")[0], 0, len(data))
+            entry.digest.update(data)
+        return writer
+
     def write_json(self, name: str, record: Any, probe: str, priority: int) -> bool:
         """Write one whole JSON file. False if the disk could not hold it."""
         return self._put(name, orjson.dumps(scrub(record)), probe, priority)
@@ -50,10 +64,15 @@ class BundleWriter:
         return self._put(name, orjson.dumps(scrub(record)) + b"\n", probe, priority)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        """Replace manifest.json atomically, evicting anything else if the disk is full."""
-        data = orjson.dumps(manifest, option=orjson.OPT_INDENT_2)
+        """Replace manifest.json atomically, evicting anything else if the disk is full.
+
+        The inventory (files, dropped, each probe's files) is taken from what is on disk
+        at each attempt, so a manifest never lists a file its own write evicted.
+        """
         tmp = self.dir / f".{MANIFEST}.tmp"
         while True:
+            self._inventory(manifest)
+            data = orjson.dumps(scrub(manifest), option=orjson.OPT_INDENT_2)
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
                 try:
@@ -67,6 +86,15 @@ class BundleWriter:
                 tmp.unlink(missing_ok=True)
                 if exc.errno not in _FULL or not self._evict_below(MANIFEST_PRIORITY, MANIFEST):
                     raise
+
+    def _inventory(self, manifest: dict[str, Any]) -> None:
+        manifest["files"] = self.table()
+        manifest["dropped"] = list(self.dropped)
+        for entry in manifest.get("probes", {}).values():
+            entry["files"] = [f for f in entry.get("files", []) if f in self.files]
+        if self.dropped and manifest.get("complete"):
+            manifest["complete"] = False
+            manifest["partial_reason"] = "the disk filled; some evidence was dropped (see dropped)"
 
     def table(self) -> list[dict[str, Any]]:
         """The files present, for the manifest: name, probe, bytes, sha256."""

@@ -16,6 +16,7 @@ from capture import __version__
 from capture.archive import ArchiveError, Busy, resolve_root
 from capture.config import ConfigError, load
 from capture.manifest import TRIGGER_KINDS
+from capture.redact import redact_text
 from capture.runner import Capture, Outcome, Trigger
 
 EXIT_OK = 0
@@ -79,7 +80,12 @@ def parse_trigger(text: str, detail: str | None) -> Trigger:
             f"unknown kind {kind!r} (expected one of {', '.join(TRIGGER_KINDS)})",
             param_hint="--trigger",
         )
-    return Trigger(kind=kind, name=name or None, detail=detail)
+    # A trigger's name becomes a directory name and its detail goes in the manifest.
+    return Trigger(
+        kind=kind,
+        name=redact_text(name) if name else None,
+        detail=redact_text(detail) if detail else None,
+    )
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

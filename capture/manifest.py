@@ -9,7 +9,6 @@ Invariants:
   bundle partial and makes it visible.
 """
 
-import hashlib
 import os
 import time
 import uuid
@@ -20,12 +19,11 @@ import orjson
 
 from capture import __version__
 from capture.archive import partial_path
-from capture.bundle import MANIFEST, BundleWriter, fsync_dir
+from capture.bundle import INCOMPLETE, MANIFEST, BundleWriter, fsync_dir
 from capture.clock import iso, stamp
 from schemas import SCHEMA_VERSION
 
 TRIGGER_KINDS = ("manual", "cron", "healthcheck", "alert", "systemd", "hook")
-INCOMPLETE = ".incomplete"
 
 
 def new_manifest(
@@ -72,21 +70,14 @@ def recover(leftover: Path, expected_probes: list[str]) -> Path:
         manifest["collector"]["pid"] = None  # unknown: not the pid of this recovering process
         notes.append("its manifest was missing and has been rebuilt from the files present")
     dropped = manifest.setdefault("dropped", [])
-    files = []
     for path in sorted(leftover.iterdir()):
-        if path.name == MANIFEST or path.name.startswith(".") or path.name.endswith(INCOMPLETE):
-            continue
-        if not _repair(path, dropped):
-            continue
-        data = path.read_bytes()
-        files.append(
-            {
-                "name": path.name,
-                "probe": path.name.split(".")[0],
-                "bytes": len(data),
-                "sha256": hashlib.sha256(data).hexdigest(),
-            }
-        )
+        if (
+            path.name != MANIFEST
+            and not path.name.startswith(".")
+            and not path.name.endswith(INCOMPLETE)
+        ):
+            _repair(path, dropped)
+    writer = BundleWriter.adopt(leftover, dropped)
     for name in expected_probes:
         manifest["probes"].setdefault(
             name,
@@ -98,24 +89,23 @@ def recover(leftover: Path, expected_probes: list[str]) -> Path:
         )
     for name, entry in manifest["probes"].items():
         # Samples files join a probe's list only at the end of the watch: list by name.
-        entry["files"] = [f["name"] for f in files if f["probe"] == name]
-    manifest["files"] = files
+        entry["files"] = [f for f, e in writer.files.items() if e.probe == name]
     manifest["complete"] = False
     pid = manifest.get("collector", {}).get("pid")
+    who = f"the collector (pid {pid})" if pid else "the collector"
     manifest["partial_reason"] = "; ".join(
-        [f"the collector (pid {pid}) stopped before sealing this bundle; kept what it had written"]
-        + notes
+        [f"{who} stopped before sealing this bundle; kept what it had written", *notes]
     )
     manifest["recovered_at"] = iso(time.time())
-    BundleWriter(leftover).write_manifest(manifest)
+    writer.write_manifest(manifest)
     target = partial_path(leftover)
     os.rename(leftover, target)
     fsync_dir(target.parent)
     return target
 
 
-def _repair(path: Path, dropped: list[dict[str, str]]) -> bool:
-    """Make a file the dead collector left readable; False if it had to be set aside."""
+def _repair(path: Path, dropped: list[dict[str, str]]) -> None:
+    """Make a file the dead collector left readable, or set it aside if it cannot be."""
     data = path.read_bytes()
     if path.suffix == ".jsonl":
         end = data.rfind(b"\n") + 1
@@ -130,10 +120,9 @@ def _repair(path: Path, dropped: list[dict[str, str]]) -> bool:
                     "collector was writing when it stopped",
                 }
             )
-        return True
+        return
     try:
         orjson.loads(data)
-        return True
     except orjson.JSONDecodeError:
         os.rename(path, path.with_name(path.name + INCOMPLETE))
         dropped.append(
@@ -144,4 +133,3 @@ def _repair(path: Path, dropped: list[dict[str, str]]) -> bool:
                 f"{path.name}{INCOMPLETE}",
             }
         )
-        return False

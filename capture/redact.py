@@ -36,7 +36,7 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # A secret flag inside free text (a command line in a log or a config dump).
     (
         re.compile(
-            r"(?i)(--?(?:[a-z0-9]+[-_])*(?:api[-_]?key|apikey|token|secret|password|passwd"
+            r"(?i)(--?(?:[a-z0-9]+[-_])*(?:api[-_]?key|apikey|key|token|secret|password|passwd"
             r"|auth[-_]?token)(?:\s+|=))(?!-)[^\s\"',;]+"
         ),
         r"\1" + MARK,
@@ -51,7 +51,8 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), MARK),  # AWS access key id
     (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), MARK),  # JWT
     # Credentials inside URLs.
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+:)[^@\s/]+@"), r"\1" + MARK + "@"),
+    # userinfo cannot hold a raw "/" (RFC 3986), so the password ends at "@" or "/".
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*:)[^@\s/]+@"), r"\1" + MARK + "@"),
     (
         re.compile(r"(?i)([?&](?:key|sig|signature|code|token|access_token|api_key)=)[^&\s\"']+"),
         r"\1" + MARK,
@@ -68,7 +69,10 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
         r"\1" + MARK,
     ),
     (
-        re.compile(r"(?i)\b([A-Za-z0-9_.-]*token[\"']?\s*[=:]\s*[\"']?)(?!\d+\b)[^\s&\"',;]+"),
+        re.compile(
+            r"(?i)\b([A-Za-z0-9_.-]*token[\"']?\s*[=:]\s*[\"']?)(?![0-9]+(?:[\s&\"',;]|$))"
+            r"[^\s&\"',;]+"
+        ),
         r"\1" + MARK,
     ),
 ]

