@@ -8,6 +8,7 @@ Invariants:
   into a visible `-partial` bundle, never deleted.
 """
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -104,7 +105,8 @@ class CaptureLock:
 
     def acquire(self, wait_s: float) -> None:
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            # O_NOFOLLOW: a symlink planted at the lock's name must not be truncated through.
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
             raise ArchiveError(f"{self.path}: cannot open lock: {exc.strerror}") from None
         deadline = time.monotonic() + wait_s
@@ -121,13 +123,17 @@ class CaptureLock:
                     os.close(fd)
                     raise Busy(holder or "another capture") from None
                 time.sleep(0.1)
-        os.ftruncate(fd, 0)
-        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        os.pwrite(fd, f"pid {os.getpid()} since {since}".encode(), 0)
         self.fd = fd
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        try:  # a courtesy for the next capture's message; a full disk must not cost the capture
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} since {since}".encode(), 0)
+        except OSError:
+            pass
 
     def release(self) -> None:
         if self.fd is not None:
-            os.ftruncate(self.fd, 0)
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, 0)
             os.close(self.fd)
             self.fd = None

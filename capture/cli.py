@@ -4,7 +4,9 @@ Invariant: bad input ends in one line on stderr and a documented exit status, ne
 a traceback. Exit statuses are listed in EXIT_CODES and in the README.
 """
 
+import math
 import os
+import signal
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -14,10 +16,10 @@ import orjson
 
 from capture import __version__
 from capture.archive import ArchiveError, Busy, resolve_root
-from capture.config import ConfigError, load
+from capture.config import MAX_WINDOW_S, ConfigError, load
 from capture.manifest import TRIGGER_KINDS
 from capture.redact import redact_text
-from capture.runner import Capture, Outcome, Trigger
+from capture.runner import Capture, Outcome, Stopped, Trigger
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -25,6 +27,7 @@ EXIT_USAGE = 2
 EXIT_BUSY = 3
 EXIT_ARCHIVE = 4
 EXIT_INCOMPLETE = 5
+EXIT_STOPPED = 143  # 128 + SIGTERM, as a shell reports it
 EXIT_CODES = {
     EXIT_OK: "the bundle was sealed complete",
     EXIT_FAILED: "an unexpected internal error",
@@ -32,6 +35,7 @@ EXIT_CODES = {
     EXIT_BUSY: "another capture holds the archive lock; nothing was captured",
     EXIT_ARCHIVE: "the archive cannot be written (permissions, not a directory, disk full)",
     EXIT_INCOMPLETE: "the bundle was sealed but some evidence was dropped (disk full)",
+    EXIT_STOPPED: "stopped by SIGTERM; what was read is kept as a -partial bundle",
 }
 
 
@@ -105,7 +109,7 @@ _EXIT_HELP = "\b\nExit status:\n" + "\n".join(
 @main.command(epilog=_EXIT_HELP)
 @click.option(
     "--window",
-    type=click.FloatRange(min=0, max=3600),
+    type=click.FloatRange(min=0, max=MAX_WINDOW_S),
     metavar="SECONDS",
     help="Seconds to watch after the freeze (default 30, or window_s in the config); "
     "0 takes a single snapshot, for cron baselines.",
@@ -139,6 +143,8 @@ def capture(
     nothing on the machine is restarted, freed or signalled. Prints the bundle's path.
     """
     trigger = parse_trigger(trigger_text, detail)
+    if window is not None and not math.isfinite(window):
+        raise click.BadParameter("must be a finite number of seconds", param_hint="--window")
     try:
         config = load(config_path)
     except ConfigError as exc:
@@ -148,8 +154,17 @@ def capture(
     progress = None
     if not quiet and not as_json and sys.stderr.isatty() and window_s > 0:
         progress = _progress_bar
+    signal.signal(signal.SIGTERM, _stop)
     try:
         outcome = Capture(config, trigger, window_s, root, on_progress=progress).run()
+    except Stopped as exc:
+        kept = getattr(exc, "partial", None)
+        fail(
+            f"stopped by SIGTERM; kept what was captured as {kept}"
+            if kept
+            else "stopped by SIGTERM before anything was captured",
+            EXIT_STOPPED,
+        )
     except Busy as exc:
         fail(
             f"another capture is running ({exc}); waited {config.limits.lock_wait_s:g} s, "
@@ -208,6 +223,10 @@ def _print_probes(manifest: dict[str, Any], headlines: dict[str, str]) -> None:
         click.echo(f"  {name:<10} {probe['status']:<8} {found}{tail}", err=True)
     for item in manifest["dropped"]:
         click.echo(f"  dropped {item['file']}: {item['reason']}", err=True)
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise Stopped("stopped by SIGTERM")
 
 
 def _progress_bar(elapsed: float, total: float) -> None:

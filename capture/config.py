@@ -5,6 +5,7 @@ which the command line turns into one line and exit status 2. The keys of the
 design document are the contract: more may be added, none renamed.
 """
 
+import math
 import os
 import re
 import tomllib
@@ -17,6 +18,7 @@ ENGINE_KINDS = ("llama-swap", "ollama", "comfyui", "a1111", "vllm", "sglang", "l
 CHECK_KINDS = ("http", "completion", "command", "tcp")
 RUNTIMES = ("docker", "podman")
 DEFAULT_PATHS = (Path("/etc/evidence/config.toml"), Path("~/.config/evidence/config.toml"))
+MAX_WINDOW_S = 3600
 _DURATION = re.compile(r"^(\d+)([smhd])$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -165,10 +167,17 @@ class _Table:
             raise ConfigError(f"{self._key(self.where, key)}: expected a non-empty string")
         return value
 
-    def number(self, key: str, default: float, minimum: float = 0) -> float:
+    def number(self, key: str, default: float, minimum: float, maximum: float) -> float:
         value = self.data.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < minimum:
-            raise ConfigError(f"{self._key(self.where, key)}: expected a number >= {minimum}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or not minimum <= value <= maximum
+        ):
+            raise ConfigError(
+                f"{self._key(self.where, key)}: expected a number from {minimum:g} to {maximum:g}"
+            )
         return value
 
     def choice(self, key: str, choices: tuple[str, ...], required: bool = False) -> str | None:
@@ -183,8 +192,12 @@ class _Table:
     def url(self, key: str, required: bool = False) -> str | None:
         value = self.text(key, required)
         if value is not None:
-            parsed = urlparse(value)
-            if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            try:
+                parsed = urlparse(value)
+                valid = parsed.scheme in ("http", "https") and bool(parsed.hostname)
+            except ValueError:  # e.g. an unclosed IPv6 bracket
+                valid = False
+            if not valid:
                 raise ConfigError(f"{self._key(self.where, key)}: not an http(s) URL: {value!r}")
         return value
 
@@ -227,13 +240,13 @@ def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
     )
     defaults = CaptureLimits()
     limits = CaptureLimits(
-        log_bytes=int(capture.number("log_bytes", defaults.log_bytes, 1024)),
-        log_lines=int(capture.number("log_lines", defaults.log_lines, 1)),
+        log_bytes=int(capture.number("log_bytes", defaults.log_bytes, 1024, 64 * 2**20)),
+        log_lines=int(capture.number("log_lines", defaults.log_lines, 1, 10**6)),
         log_since_s=capture.duration("log_since", defaults.log_since_s),
         kernel_lookback_s=capture.duration("kernel_lookback", defaults.kernel_lookback_s),
-        kernel_tail=int(capture.number("kernel_tail", defaults.kernel_tail, 0)),
-        lock_wait_s=capture.number("lock_wait_s", defaults.lock_wait_s, 0),
-        top_n=int(capture.number("top_n", defaults.top_n, 1)),
+        kernel_tail=int(capture.number("kernel_tail", defaults.kernel_tail, 0, 10**5)),
+        lock_wait_s=capture.number("lock_wait_s", defaults.lock_wait_s, 0, 600),
+        top_n=int(capture.number("top_n", defaults.top_n, 1, 1000)),
     )
 
     engines = []
@@ -247,7 +260,7 @@ def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
                 name=t.text("name") or kind,
                 container=t.text("container"),
                 unit=t.text("unit"),
-                timeout_s=t.number("timeout_s", 1.0, 0.05),
+                timeout_s=t.number("timeout_s", 1.0, 0.05, 60),
             )
         )
 
@@ -297,13 +310,13 @@ def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
                 url=t.url("url", required=kind != "command"),
                 model=t.text("model"),
                 command=t.text("command", required=kind == "command"),
-                timeout_s=t.number("timeout_s", 10.0, 0.1),
-                expect_status=int(t.number("expect_status", 200, 100)),
+                timeout_s=t.number("timeout_s", 10.0, 0.1, 600),
+                expect_status=int(t.number("expect_status", 200, 100, 599)),
                 expect_text=t.text("expect_text"),
                 json_field=t.text("json_field"),
                 json_value=t.text("json_value"),
                 prompt=t.text("prompt") or Check.prompt,
-                max_tokens=int(t.number("max_tokens", Check.max_tokens, 1)),
+                max_tokens=int(t.number("max_tokens", Check.max_tokens, 1, 10**6)),
                 api_key_env=t.text("api_key_env"),
             )
         )
@@ -313,7 +326,7 @@ def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
     return Config(
         source=source,
         archive=top.text("archive"),
-        window_s=top.number("window_s", 30.0, 0),
+        window_s=top.number("window_s", 30.0, 0, MAX_WINDOW_S),
         prometheus_url=prometheus.url("url"),
         prometheus_lookback_s=prometheus.duration("lookback", 24 * 3600),
         prometheus_queries=tuple(queries.items()),

@@ -157,13 +157,21 @@ def parse_kmsg_record(record: str) -> dict[str, int | str] | None:
     }
 
 
-def read_pid(proc: Path, pid: int, leaf: str) -> str | None:
-    """/proc/<pid>/<leaf> as text, or None when the process is gone or hidden from us."""
+def read_text(path: Path) -> str | None:
+    """A small kernel or sysfs text file, or None when it cannot be read.
+
+    Bytes that are not UTF-8 (a mount point named in Latin-1) are replaced, never fatal.
+    """
     try:
-        with open(proc / str(pid) / leaf, encoding="utf-8", errors="replace") as f:
+        with open(path, encoding="utf-8", errors="replace") as f:
             return f.read()
     except OSError:
         return None
+
+
+def read_pid(proc: Path, pid: int, leaf: str) -> str | None:
+    """/proc/<pid>/<leaf> as text, or None when the process is gone or hidden from us."""
+    return read_text(proc / str(pid) / leaf)
 
 
 def split_cmdline(text: str | None) -> list[str]:

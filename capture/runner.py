@@ -11,6 +11,7 @@ Invariants:
 - The bundle is written under a hidden name and renamed into place when sealed.
 """
 
+import contextlib
 import os
 import resource
 import threading
@@ -31,7 +32,12 @@ from capture.procfs import parse_pid_stat
 FREEZE_BUDGET_S = 2.4
 SEAL_MARGIN_S = 3.0
 SAMPLE_GRACE_S = 0.3
+SEAL_RESERVE_S = 0.5  # what sealing (fsync, manifest, rename) is left, out of SEAL_MARGIN_S
 CLOSE_TIMEOUT_S = 1.0
+
+
+class Stopped(BaseException):
+    """The capture was told to stop (SIGTERM); raised in the main thread by the handler."""
 
 
 @dataclass
@@ -90,6 +96,27 @@ def bounded(fn: Callable[[], Any], timeout: float) -> tuple[str, Any]:
     if not call.wait(timeout):
         return "timeout", call
     return call.outcome()
+
+
+def _seal_partial(
+    tmp: Path, writer: BundleWriter, manifest: dict[str, Any], exc: BaseException
+) -> Path | None:
+    """Make a capture that was stopped half way a visible partial bundle; None if not even
+    that could be written (the next capture's recovery will try again)."""
+    why = str(exc) or type(exc).__name__
+    manifest.update(
+        complete=False,
+        finished_at=iso(time.time()),
+        partial_reason=f"the capture stopped early: {why}; kept what it had read",
+    )
+    try:
+        writer.write_manifest(manifest)
+        target = archive.partial_path(tmp)
+        os.rename(tmp, target)
+        fsync_dir(target.parent)
+    except OSError:
+        return None
+    return target
 
 
 def _reading(call: Call) -> Reading:
@@ -184,30 +211,47 @@ class Capture:
     def _locked(self, process_started: float) -> Outcome:
         hostname = os.uname().nodename
         parent = archive.host_dir(self.root, hostname)
-        names = [cls.name for cls in self.probe_classes]
-        recovered = [recover(left, names) for left in archive.leftovers(parent)]
-
         started, mono0 = time.time(), time.monotonic()
-        fired_at = iso(started)
         name = archive.new_bundle_name(parent, stamp(started), self.trigger.slug)
         tmp = archive.inprogress_path(parent, name)
         tmp.mkdir(mode=0o700)
         writer = BundleWriter(tmp)
-        manifest = new_manifest(
-            started,
-            self.window_s,
-            {
-                "kind": self.trigger.kind,
-                "name": self.trigger.name,
-                "detail": self.trigger.detail,
-                "fired_at": fired_at,
-            },
-            hostname,
-            self.config.source,
-        )
+        trigger = {
+            "kind": self.trigger.kind,
+            "name": self.trigger.name,
+            "detail": self.trigger.detail,
+            "fired_at": iso(started),
+        }
+        manifest = new_manifest(started, self.window_s, trigger, hostname, self.config.source)
         manifest["collector"]["process_started_at"] = iso(process_started)
-        writer.write_manifest(manifest)
+        try:
+            writer.write_manifest(manifest)
+            probes = self._capture(writer, manifest, started, mono0, process_started)
+            final = parent / name
+            os.rename(tmp, final)
+        except BaseException as exc:
+            # Whatever stopped us (SIGTERM, a bug, a disk error), what was read is kept visible.
+            exc.partial = _seal_partial(tmp, writer, manifest, exc)  # type: ignore[attr-defined]
+            raise
+        fsync_dir(parent)
+        # Leftovers of captures that died are made visible only now: after this capture's
+        # own freeze, and each on its own, so one unreadable leftover costs nothing else.
+        names = [cls.name for cls in self.probe_classes]
+        recovered = []
+        for left in archive.leftovers(parent):
+            with contextlib.suppress(OSError):
+                recovered.append(recover(left, names))
+        headlines = {p.name: _headline(p) for p in probes if p.reading and p.reading.record}
+        return Outcome(final, manifest, recovered, headlines)
 
+    def _capture(
+        self,
+        writer: BundleWriter,
+        manifest: dict[str, Any],
+        started: float,
+        mono0: float,
+        process_started: float,
+    ) -> list[Probe]:
         cost = _Cost()
         ctx = Context(config=self.config, started=started, health=self.health)
         probes = [cls(ctx) for cls in self.probe_classes]
@@ -224,8 +268,10 @@ class Capture:
         for probe, call in deferred:
             call.wait(probe.deadline - time.monotonic())
             self._record(probe, _reading(call), time.monotonic() - call.started, writer, manifest)
+        # Closing (a driver session) gets what is left before the seal, never more.
+        seal_by = mono0 + self.window_s + SEAL_MARGIN_S - SEAL_RESERVE_S
         for probe in probes:
-            bounded(probe.close, CLOSE_TIMEOUT_S)
+            bounded(probe.close, min(CLOSE_TIMEOUT_S, seal_by - time.monotonic()))
         cost.end("watch")
 
         host = next((p.reading.record for p in probes if p.name == "host"), None) or {}
@@ -236,11 +282,7 @@ class Capture:
         cost.end("seal")
         manifest["collector"].update(cost.summary())
         writer.write_manifest(manifest)
-        final = parent / name
-        os.rename(tmp, final)
-        fsync_dir(parent)
-        headlines = {p.name: _headline(p) for p in probes if p.reading.record}
-        return Outcome(final, manifest, recovered, headlines)
+        return probes
 
     def _freeze(
         self, probes: list[Probe], writer: BundleWriter, manifest: dict[str, Any], mono0: float

@@ -250,8 +250,21 @@ def test_a_driver_that_hangs_during_the_window_still_seals_on_time(fake_nvml, tm
     assert elapsed < 3 + SEAL_MARGIN_S
     sampling = manifest(bundle)["probes"]["gpu"]["sampling"]
     assert sampling["gaps"] + sampling["errors"] >= 2
-    assert "nvmlEventSetWait gave no answer" in sampling["last_error"]
+    assert "nvmlEventSetWait" in sampling["last_error"]
     assert manifest(bundle)["probes"]["memory"]["sampling"]["samples"] >= 2
+
+
+def test_a_lost_gpu_is_a_stub_and_the_other_card_is_kept(fake_nvml, tmp_path):
+    result, bundle = capture_with(fake_nvml, scenario(tmp_path, "one-lost"), tmp_path, window="1")
+    assert result.returncode == 0, result.stderr
+    nvidia = gpu_record(bundle)["nvidia"]
+    assert nvidia["status"] == "ok"
+    healthy, lost = nvidia["devices"]
+    assert healthy["memory_total_bytes"] == 51527024640 and healthy["processes"] == []
+    assert lost["name"] is None and lost["processes"] is None
+    assert lost["unavailable"]["name"]["reason"].endswith("GPU is lost")
+    sample = orjson.loads((bundle / "gpu.samples.jsonl").read_bytes().splitlines()[0])
+    assert [d["index"] for d in sample["nvidia"]["devices"]] == [0]  # the lost one is not asked
 
 
 def test_nvidia_smi_fallback_keeps_na_as_unknown(engines, tmp_path):

@@ -93,6 +93,25 @@ def test_pressure_pre_5_13_cpu_and_a_cgroup_with_oom_kills(tmp_path):
     assert root_cg["status"] == "absent" and "root cgroup" in root_cg["reason"]
 
 
+def test_a_mount_point_that_is_not_utf8_costs_nothing(tmp_path):
+    # A USB stick labelled in Latin-1 appears in mountinfo as raw bytes.
+    root = tmp_path / "proc"
+    (root / "pressure").mkdir(parents=True)
+    (root / "pressure" / "memory").write_text((REF / "proc-pressure-memory.txt").read_text())
+    (root / "self").mkdir()
+    (root / "self" / "mountinfo").write_bytes(
+        b"40 1 8:17 / /media/cl\xe9 rw - vfat /dev/sdb1 rw\n"
+        + f"30 1 0:26 / {tmp_path}/cg rw - cgroup2 cgroup2 rw\n".encode()
+    )
+    (tmp_path / "cg" / "svc").mkdir(parents=True)
+    (tmp_path / "cg" / "svc" / "memory.current").write_text("4096\n")
+    context = ctx(proc=root)
+    context.shared["cgroups_of_interest"] = ["/svc"]
+    reading = Pressure(context).freeze()
+    assert reading.status == "ok"
+    assert reading.record["cgroups"][0]["memory_current"] == 4096
+
+
 def test_processes_snapshot_and_top_by_rss_sample():
     context = ctx()
     probe = Processes(context)

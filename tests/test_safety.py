@@ -61,7 +61,8 @@ def test_a_hung_log_source_costs_its_timeout_and_the_bundle_is_sealed(tmp_path):
     fakebin = tmp_path / "bin"
     fakebin.mkdir()
     docker = fakebin / "docker"
-    docker.write_text("#!/bin/sh\nexec sleep 60\n")
+    # ...and leaves a grandchild holding its stdout, as a shell wrapper does.
+    docker.write_text("#!/bin/sh\nsleep 61.5 &\nexec sleep 60\n")
     docker.chmod(0o755)
     log = tmp_path / "ok.log"
     log.write_text("engine started\n")
@@ -80,6 +81,8 @@ def test_a_hung_log_source_costs_its_timeout_and_the_bundle_is_sealed(tmp_path):
     by_kind = {s["kind"]: s for s in sources}
     assert by_kind["container"]["status"] == "timeout"
     assert by_kind["file"]["status"] == "ok" and by_kind["file"]["lines"] == ["engine started"]
+    leftover = subprocess.run(["pgrep", "-f", "sleep 61.5"], capture_output=True, text=True)
+    assert leftover.stdout == ""  # the client's whole process group went, nothing else
 
 
 def test_sigkill_leaves_no_visible_half_bundle_and_the_next_capture_keeps_it(tmp_path):
@@ -121,6 +124,35 @@ def test_sigkill_leaves_no_visible_half_bundle_and_the_next_capture_keeps_it(tmp
     assert {"processes.json", "memory.json", "memory.samples.jsonl"} <= listed
 
 
+def test_sigterm_keeps_what_was_read_as_a_visible_partial_bundle(tmp_path):
+    archive = tmp_path / "a"
+    proc = subprocess.Popen(
+        [EVIDENCE, "capture", "--archive", str(archive), "--window", "30"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        hidden = bundles(archive, include_hidden=True)
+        samples = hidden[0] / "memory.samples.jsonl" if hidden else None
+        if samples and samples.exists():
+            break
+        time.sleep(0.1)
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=10)
+    assert time.monotonic() - start < 2
+    assert proc.returncode == 143
+    assert "stopped by SIGTERM; kept what was captured as" in err and err.count("\n") == 1
+    (bundle,) = bundles(archive)
+    assert bundle.name.endswith("-partial")
+    kept = manifest(bundle)
+    assert kept["complete"] is False and "SIGTERM" in kept["partial_reason"]
+    assert orjson.loads((bundle / "processes.json").read_bytes())["count"] > 0
+    assert bundles(archive, include_hidden=True) == [bundle]  # nothing left hidden
+
+
 def test_overlapping_captures_do_not_stack(tmp_path):
     archive = tmp_path / "a"
     config = write_config(tmp_path / "c.toml", "[capture]\nlock_wait_s = 0.5\n")
@@ -151,6 +183,12 @@ def test_overlapping_captures_do_not_stack(tmp_path):
         ('[[engines]]\nkind = "ollama"\nurl = "localhost:11434"\n', "engines[0].url"),
         ("[capture]\nlog_since = 'yesterday'\n", "capture.log_since"),
         ("windw_s = 3\n", "windw_s"),
+        ("window_s = inf\n", "window_s"),
+        ("window_s = nan\n", "window_s"),
+        ("window_s = 100000\n", "window_s"),
+        ("[capture]\nlock_wait_s = nan\n", "capture.lock_wait_s"),
+        ("[capture]\nlog_bytes = inf\n", "capture.log_bytes"),
+        ('[[engines]]\nkind = "vllm"\nurl = "http://[::1"\n', "engines[0].url"),
         ("this is not toml\n", "not valid TOML"),
     ],
 )

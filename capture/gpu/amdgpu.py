@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from capture.gpu import unavailable
+from capture.procfs import read_text
 
 AMD_VENDOR = "0x1002"
 _BYTES = (
@@ -24,10 +25,8 @@ _SAMPLED = ("mem_info_vram_used", "mem_info_gtt_used", "gpu_busy_percent")
 
 
 def _read(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return None
+    text = read_text(path)
+    return None if text is None else text.strip()
 
 
 def cards(sys_root: Path) -> list[Path]:

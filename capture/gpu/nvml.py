@@ -15,11 +15,12 @@ Formats: ../shared/reference/formats.md section 10.
 import ctypes
 import queue
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from capture.gpu import unavailable, unified_verdict
+from capture.gpu import GpuUnavailable, fill_unread, unavailable, unified_verdict
 from capture.procfs import who
 
 CALL_TIMEOUT_S = 1.0
@@ -43,39 +44,8 @@ _CLOCK_EVENT_REASONS = {
 }
 
 
-# Every field of a device record, so a device read half way before a hang keeps its shape.
-DEVICE_FIELDS = (
-    "name",
-    "uuid",
-    "pci_bus_id",
-    "memory_total_bytes",
-    "memory_used_bytes",
-    "memory_free_bytes",
-    "memory_reserved_bytes",
-    "memory_api",
-    "utilization_gpu_pct",
-    "utilization_memory_pct",
-    "sm_clock_mhz",
-    "sm_clock_max_mhz",
-    "power_w",
-    "temperature_c",
-    "clock_event_reasons",
-    "processes",
-    "unified_memory",
-    "unified_memory_basis",
-)
-
-
 class Hung(Exception):
     """An NVML call gave no answer within its timeout; NVML is not asked again."""
-
-
-class Unavailable(Exception):
-    """NVML cannot be used on this machine: (status, reason)."""
-
-    def __init__(self, status: str, reason: str):
-        super().__init__(reason)
-        self.status, self.reason = status, reason
 
 
 def library_loads() -> bool:
@@ -90,6 +60,7 @@ def library_loads() -> bool:
 class _Worker:
     def __init__(self, timeout_s: float):
         self.timeout_s = timeout_s
+        self.deadline: float | None = None  # the probe's; no call waits past it
         self.hung: str | None = None
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         threading.Thread(target=self._loop, daemon=True, name="nvml").start()
@@ -108,9 +79,16 @@ class _Worker:
             raise Hung(self.hung)
         box: dict[str, Any] = {}
         done = threading.Event()
+        wait = self.timeout_s
+        if self.deadline is not None:
+            wait = min(wait, max(0.0, self.deadline - time.monotonic()))
         self._jobs.put((fn, args, kwargs, box, done))
-        if not done.wait(self.timeout_s):
-            self.hung = f"{fn.__name__} gave no answer within {self.timeout_s:g} s"
+        if not done.wait(wait):
+            self.hung = (
+                f"{fn.__name__} gave no answer within {self.timeout_s:g} s"
+                if wait >= self.timeout_s
+                else f"{fn.__name__} was still running when the probe's time ran out"
+            )
             raise Hung(self.hung)
         if "error" in box:
             raise box["error"]
@@ -129,15 +107,16 @@ class Session:
         self.events: Any = None
 
     def _status(self, exc: Exception) -> tuple[str, str]:
-        code = getattr(exc, "value", None)
-        return _STATUS.get(code, "error"), str(exc)
+        if isinstance(exc, self.nv.NVMLError):
+            return _STATUS.get(getattr(exc, "value", None), "error"), str(exc)
+        return "error", f"{type(exc).__name__}: {exc}"
 
     def open(self) -> dict[str, Any]:
-        """Initialise NVML; the system identity. Raises Unavailable or Hung."""
+        """Initialise NVML; the system identity. Raises GpuUnavailable or Hung."""
         try:
             import pynvml
         except ImportError as exc:
-            raise Unavailable(
+            raise GpuUnavailable(
                 "absent", f"pynvml (nvidia-ml-py) cannot be imported: {exc}"
             ) from None
         self.nv = pynvml
@@ -146,8 +125,8 @@ class Session:
         except pynvml.NVMLError as exc:
             code = getattr(exc, "value", None)
             if code in _ABSENT_AT_INIT:
-                raise Unavailable("absent", f"NVML: {exc}") from None
-            raise Unavailable("error", f"NVML could not start: {exc}") from None
+                raise GpuUnavailable("absent", f"NVML: {exc}") from None
+            raise GpuUnavailable("error", f"NVML could not start: {exc}") from None
         system: dict[str, Any] = {}
         for key, fn in (
             ("driver_version", pynvml.nvmlSystemGetDriverVersion),
@@ -163,19 +142,33 @@ class Session:
         """One NVML call for one field: its value, or None with the reason recorded."""
         try:
             return self.worker.call(fn, *args, **kwargs)
-        except self.nv.NVMLError as exc:
+        except Hung:
+            raise
+        except Exception as exc:  # a binding or decoding surprise is this field's failure
             unavailable(record, field, *self._status(exc))
             return None
 
     def snapshot(self) -> list[dict[str, Any]]:
-        """Every device, filled into self.devices as it goes so a hang keeps what was read."""
+        """Every device, filled into self.devices as it goes so a hang keeps what was read.
+
+        One device that fails (a GPU that fell off the bus answers GPU_IS_LOST) becomes a
+        stub with the reason; the other devices are still read.
+        """
         nv = self.nv
         count = self.worker.call(nv.nvmlDeviceGetCount)
         for index in range(count):
-            handle = self.worker.call(nv.nvmlDeviceGetHandleByIndex, index)
-            self.handles.append(handle)
             device: dict[str, Any] = {"index": index, "vendor": "nvidia", "unavailable": {}}
             self.devices.append(device)
+            try:
+                handle = self.worker.call(nv.nvmlDeviceGetHandleByIndex, index)
+            except Hung:
+                raise
+            except Exception as exc:
+                self.handles.append(None)
+                status, reason = self._status(exc)
+                fill_unread(device, status, f"nvmlDeviceGetHandleByIndex({index}): {reason}")
+                continue
+            self.handles.append(handle)
             self._identity(device, handle)
             self._memory(device, handle)
             self._gauges(device, handle)
@@ -186,13 +179,13 @@ class Session:
             )
         return self.devices
 
+    def _live(self) -> list[tuple[dict[str, Any], Any]]:
+        return [(d, h) for d, h in zip(self.devices, self.handles, strict=True) if h is not None]
+
     def mark_unread(self, reason: str) -> None:
         """After a hang: every field not yet read is null, with the hang as its reason."""
         for device in self.devices:
-            for field in DEVICE_FIELDS:
-                if field not in device:
-                    device[field] = None
-                    unavailable(device, field, "timeout", reason)
+            fill_unread(device, "timeout", reason)
 
     def _identity(self, device: dict[str, Any], handle: Any) -> None:
         nv = self.nv
@@ -220,7 +213,15 @@ class Session:
             try:
                 mem = self.worker.call(nv.nvmlDeviceGetMemoryInfo, handle)
                 device["memory_api"] = "v1"
-            except nv.NVMLError as exc:
+                unavailable(
+                    device,
+                    "memory_reserved_bytes",
+                    "unsupported",
+                    "only the v1 memory call answered, and it has no reserved figure",
+                )
+            except Hung:
+                raise
+            except Exception as exc:
                 status, reason = self._status(exc)
                 unavailable(
                     device, "memory", status, f"nvmlDeviceGetMemoryInfo (v2 and v1): {reason}"
@@ -253,7 +254,9 @@ class Session:
             reasons = self._get(
                 device, "clock_event_reasons", nv.nvmlDeviceGetCurrentClocksThrottleReasons, handle
             )
-        except nv.NVMLError as exc:
+        except Hung:
+            raise
+        except Exception as exc:
             unavailable(device, "clock_event_reasons", *self._status(exc))
             reasons = None
         device["clock_event_reasons"] = (
@@ -264,10 +267,11 @@ class Session:
 
     def _processes(
         self, device: dict[str, Any], handle: Any, identify: bool = True
-    ) -> list[dict[str, Any]]:
+    ) -> list[dict[str, Any]] | None:
         """Compute and graphics processes with their GPU memory (None: not available).
 
-        `identify` adds each process's name and command line, for the snapshot only.
+        None when neither list could be read: unknown, not an empty card. `identify` adds
+        each process's name and command line, for the snapshot only.
         """
         nv = self.nv
         rows: list[dict[str, Any]] = []
@@ -278,7 +282,9 @@ class Session:
         ):
             try:
                 found = self.worker.call(fn, handle)
-            except nv.NVMLError as exc:
+            except Hung:
+                raise
+            except Exception as exc:
                 failures.append((kind, *self._status(exc)))
                 continue
             for proc in found:
@@ -287,7 +293,8 @@ class Session:
         if len(failures) == 2:
             kind, status, reason = failures[0]
             unavailable(device, "processes", status, f"running-process lists: {reason}")
-        elif failures:
+            return None
+        if failures:
             kind, status, reason = failures[0]
             unavailable(device, f"processes_{kind}", status, reason)
         if any(r["used_bytes"] is None for r in rows):
@@ -309,7 +316,7 @@ class Session:
             status, reason = self._status(exc)
             return {"status": status, "reason": f"nvmlEventSetCreate: {reason}", "devices": []}
         registered, refused = [], []
-        for device, handle in zip(self.devices, self.handles, strict=True):
+        for device, handle in self._live():
             try:
                 if not self.worker.call(nv.nvmlDeviceGetSupportedEventTypes, handle) & XID_CRITICAL:
                     raise nv.NVMLError(nv.NVML_ERROR_NOT_SUPPORTED)
@@ -326,9 +333,10 @@ class Session:
         }
 
     def sample(self) -> dict[str, Any]:
+        """The gauges that answered at the freeze, once more; what fails now says why."""
         nv = self.nv
         out = []
-        for device, handle in zip(self.devices, self.handles, strict=True):
+        for device, handle in self._live():
             skip = device["unavailable"]
             row: dict[str, Any] = {"index": device["index"]}
             if "utilization" not in skip:
@@ -348,7 +356,6 @@ class Session:
                 row["memory_used_bytes"] = getattr(mem, "used", None)
             if "processes" not in skip:
                 row["processes"] = self._processes(row, handle, identify=False)
-            row.pop("unavailable", None)
             out.append(row)
         return {"devices": out, "xid": self._drain_xid()}
 
@@ -356,10 +363,7 @@ class Session:
         if self.events is None:
             return []
         nv = self.nv
-        addresses = {
-            ctypes.cast(h, ctypes.c_void_p).value: d["index"]
-            for d, h in zip(self.devices, self.handles, strict=True)
-        }
+        addresses = {ctypes.cast(h, ctypes.c_void_p).value: d["index"] for d, h in self._live()}
         events = []
         for _ in range(MAX_EVENTS_PER_SAMPLE):
             try:

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from capture.gpu import unavailable, unified_verdict
+from capture.gpu import GpuUnavailable, fill_unread, unavailable, unified_verdict
 from capture.procfs import who
 
 MIB = 1024 * 1024
@@ -34,14 +34,6 @@ GPU_FIELDS = (
 _UNSUPPORTED = {"[N/A]", "N/A", "[Not Supported]", "Not Supported"}
 
 
-class SmiFailed(Exception):
-    """nvidia-smi could not be run or gave no usable answer: (status, reason)."""
-
-    def __init__(self, status: str, reason: str):
-        super().__init__(reason)
-        self.status, self.reason = status, reason
-
-
 def _run(args: list[str], timeout_s: float) -> list[list[str]]:
     try:
         done = subprocess.run(
@@ -52,12 +44,14 @@ def _run(args: list[str], timeout_s: float) -> list[list[str]]:
             stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:
-        raise SmiFailed("timeout", f"nvidia-smi gave no answer within {timeout_s:g} s") from None
+        raise GpuUnavailable(
+            "timeout", f"nvidia-smi gave no answer within {timeout_s:g} s"
+        ) from None
     except OSError as exc:
-        raise SmiFailed("error", f"nvidia-smi: {exc.strerror}") from None
+        raise GpuUnavailable("error", f"nvidia-smi: {exc.strerror}") from None
     if done.returncode != 0:
         head = (done.stdout + done.stderr).strip().splitlines()[:1]
-        raise SmiFailed("error", f"nvidia-smi exited {done.returncode}: {' '.join(head)}")
+        raise GpuUnavailable("error", f"nvidia-smi exited {done.returncode}: {' '.join(head)}")
     return [
         [cell.strip() for cell in line.split(",")]
         for line in done.stdout.splitlines()
@@ -85,29 +79,41 @@ def _value(device: dict[str, Any], field: str, token: str, convert: Any) -> Any:
 
 
 def snapshot(proc: Path, timeout_s: float) -> dict[str, Any]:
-    """The devices and their compute processes; raises SmiFailed."""
+    """The devices and their compute processes; raises GpuUnavailable."""
     query = ",".join(q for q, _, _ in GPU_FIELDS)
     rows = _run([f"--query-gpu={query}", "--format=csv,noheader,nounits"], timeout_s)
     devices = []
+    system: dict[str, Any] = {"driver_version": None}
     for cells in rows:
         device: dict[str, Any] = {"vendor": "nvidia", "unavailable": {}}
-        for (_, field, convert), token in zip(GPU_FIELDS, cells, strict=False):
-            device[field] = _value(device, field, token, convert)
+        devices.append(device)
+        if len(cells) != len(GPU_FIELDS):
+            # e.g. "Unable to determine the device handle for GPU...: Unknown Error": a GPU
+            # that fell off the bus, said in nvidia-smi's words. Kept, not parsed.
+            device["index"] = None
+            fill_unread(device, "error", f"nvidia-smi printed: {', '.join(cells)}")
+            continue
+        for (_, field, convert), token in zip(GPU_FIELDS, cells, strict=True):
+            value = _value(device, field, token, convert)
+            if field == "driver_version":
+                system["driver_version"] = system["driver_version"] or value
+                device["unavailable"].pop(field, None)
+            else:
+                device[field] = value
         device["memory_api"] = "nvidia-smi"
         device["memory_reserved_bytes"] = None
         device["processes"] = []
-        devices.append(device)
-    driver = devices[0].pop("driver_version") if devices else None
-    for device in devices[1:]:
-        device.pop("driver_version")
-    by_uuid = {d["uuid"]: d for d in devices}
+        device["unified_memory"] = device["unified_memory_basis"] = None  # decided below
+        fill_unread(device, "unsupported", "not among nvidia-smi's query fields")
+    by_uuid = {d["uuid"]: d for d in devices if d["uuid"]}
     try:
         apps = _run(
             ["--query-compute-apps=gpu_uuid,pid,used_memory", "--format=csv,noheader,nounits"],
             timeout_s,
         )
-    except SmiFailed as exc:
+    except GpuUnavailable as exc:
         for device in devices:
+            device["processes"] = None  # unknown, not an empty card
             unavailable(device, "processes", exc.status, exc.reason)
         apps = []
     for uuid, pid, used in (row for row in apps if len(row) == 3):
@@ -119,10 +125,13 @@ def snapshot(proc: Path, timeout_s: float) -> dict[str, Any]:
             {"pid": int(pid), "type": "compute", "used_bytes": used_bytes, **who(proc, int(pid))}
         )
     for device in devices:
-        device["unified_memory"], device["unified_memory_basis"] = unified_verdict(device)
+        if device["index"] is not None:
+            device["unified_memory"], device["unified_memory_basis"] = unified_verdict(device)
+    unread = {"status": "unsupported", "reason": "nvidia-smi's query fields do not include it"}
     return {
-        "driver_version": driver,
+        **system,
         "cuda_driver_version": None,
         "nvml_version": None,
         "devices": devices,
+        "unavailable": {"cuda_driver_version": unread, "nvml_version": unread},
     }

@@ -8,12 +8,14 @@ hangs costs one call timeout and the probe reports `timeout` with what it had re
 """
 
 import shutil
+import time
 from typing import Any
 
-from capture.gpu import amdgpu, nvml, smi
+from capture.gpu import GpuUnavailable, amdgpu, nvml, smi
 from capture.probes import Context, Probe, Reading, human_bytes, register
 
 SMI_TIMEOUT_S = 0.8
+MARGIN_S = 0.1  # NVML gives up this long before the runner would abandon the probe
 
 
 @register
@@ -21,7 +23,7 @@ class Gpu(Probe):
     name = "gpu"
     order = 5
     priority = 900
-    timeout_s = 2.0
+    timeout_s = 1.5
     samples = True
 
     def __init__(self, ctx: Context):
@@ -61,6 +63,9 @@ class Gpu(Probe):
         }
         if nvml.library_loads():
             session = nvml.Session(self.ctx.proc)
+            session.worker.deadline = (
+                self.deadline or time.monotonic() + self.timeout_s
+            ) - MARGIN_S
             try:
                 system = session.open()
                 base.update(backend="nvml", **system)
@@ -85,9 +90,18 @@ class Gpu(Probe):
                     "reason": f"NVML: {exc}",
                     "xid_events": None,
                 }
-            except nvml.Unavailable as exc:
+            except GpuUnavailable as exc:
                 if exc.status == "error" or shutil.which("nvidia-smi") is None:
                     return {**base, "status": exc.status, "reason": exc.reason, "xid_events": None}
+            except Exception as exc:  # NVML failed outside any one device: keep what was read
+                session.mark_unread(f"NVML failed: {type(exc).__name__}: {exc}")
+                return {
+                    **base,
+                    "devices": session.devices,
+                    "status": "error",
+                    "reason": f"NVML: {type(exc).__name__}: {exc}",
+                    "xid_events": None,
+                }
         elif shutil.which("nvidia-smi") is None:
             return {
                 **base,
@@ -97,7 +111,7 @@ class Gpu(Probe):
             }
         try:
             found = smi.snapshot(self.ctx.proc, SMI_TIMEOUT_S)
-        except smi.SmiFailed as exc:
+        except GpuUnavailable as exc:
             return {
                 **base,
                 "backend": "nvidia-smi",
@@ -122,10 +136,11 @@ class Gpu(Probe):
     def sample(self) -> dict[str, Any] | None:
         out: dict[str, Any] = {}
         if self.session is not None:
+            self.session.worker.deadline = time.monotonic() + self.sample_timeout_s - MARGIN_S
             out["nvidia"] = self.session.sample()
         if self.amd:
             out["amd"] = amdgpu.sample(self.ctx.sys)
-        return out
+        return out or None  # nvidia-smi alone is not re-run each second
 
     def close(self) -> None:
         if self.session is not None:

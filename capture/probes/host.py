@@ -2,9 +2,11 @@
 analyst whether the box was power-cycled between two bundles."""
 
 import os
+from pathlib import Path
 from typing import Any
 
 from capture.probes import Probe, Reading, register
+from capture.procfs import read_text
 
 
 @register
@@ -15,10 +17,8 @@ class Host(Probe):
     timeout_s = 0.5
 
     def _read(self, *parts: str) -> str | None:
-        try:
-            return self.ctx.proc.joinpath(*parts).read_text().strip()
-        except OSError:
-            return None
+        text = read_text(self.ctx.proc.joinpath(*parts))
+        return None if text is None else text.strip()
 
     def freeze(self) -> Reading:
         uname = os.uname()
@@ -45,11 +45,7 @@ class Host(Probe):
 
 
 def _os_release() -> str | None:
-    try:
-        with open("/etc/os-release", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("PRETTY_NAME="):
-                    return line.split("=", 1)[1].strip().strip('"')
-    except OSError:
-        pass
+    for line in (read_text(Path("/etc/os-release")) or "").splitlines():
+        if line.startswith("PRETTY_NAME="):
+            return line.split("=", 1)[1].strip().strip('"')
     return None

@@ -7,9 +7,11 @@ progress bars (tqdm) rewrite one line with \\r and a tail would show only the la
 frame. Bytes that are not UTF-8 are kept as backslash escapes, never dropped.
 """
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import time
@@ -146,15 +148,18 @@ class Logs(Probe):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 close_fds=True,
+                start_new_session=True,  # its own group, so a stuck grandchild goes with it
             )
         except OSError as exc:
             return {"status": "error", "reason": f"{cmd[0]}: {exc.strerror}"}
         try:
             out, _ = proc.communicate(timeout=budget)
         except subprocess.TimeoutExpired:
-            # Our own child (journalctl, the docker client), never the service it reads.
-            proc.kill()
-            proc.communicate()
+            # Our own child's group (journalctl, the docker client), never the service it reads.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.communicate(timeout=0.2)
             return {
                 "status": "timeout",
                 "reason": f"{' '.join(cmd[:2])} gave no answer within {budget:.1f} s",

@@ -18,7 +18,8 @@ class Memory(Probe):
     samples = True
 
     def _read(self, leaf: str) -> str:
-        return (self.ctx.proc / leaf).read_text()
+        # Raises OSError: an unreadable meminfo is a status, not a None.
+        return (self.ctx.proc / leaf).read_text(errors="replace")
 
     def freeze(self) -> Reading:
         try:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from capture.probes import Probe, Reading, register
-from capture.procfs import parse_flat_keyed, parse_pressure
+from capture.procfs import parse_flat_keyed, parse_pressure, read_text
 
 RESOURCES = ("cpu", "memory", "io", "irq")
 _CGROUP_INTS = (
@@ -65,7 +65,7 @@ class Pressure(Probe):
         for resource in RESOURCES:
             path = self.ctx.proc / "pressure" / resource
             try:
-                system[resource] = parse_pressure(path.read_text())
+                system[resource] = parse_pressure(path.read_text(errors="replace"))
             except OSError as exc:
                 if exc.errno == errno.ENOENT:
                     if not path.parent.exists():
@@ -82,14 +82,11 @@ class Pressure(Probe):
     def _cgroup_root(self) -> Path | None:
         if "cgroup2_root" not in self.ctx.shared:
             root = None
-            try:
-                for line in (self.ctx.proc / "self" / "mountinfo").read_text().splitlines():
-                    pre, _, post = line.partition(" - ")
-                    if post.split(" ", 1)[0] == "cgroup2":
-                        root = Path(pre.split()[4])
-                        break
-            except OSError:
-                pass
+            for line in (read_text(self.ctx.proc / "self" / "mountinfo") or "").splitlines():
+                pre, _, post = line.partition(" - ")
+                if post.split(" ", 1)[0] == "cgroup2" and len(pre.split()) > 4:
+                    root = Path(pre.split()[4])
+                    break
             self.ctx.shared["cgroup2_root"] = root
         return self.ctx.shared["cgroup2_root"]
 
@@ -104,16 +101,16 @@ class Pressure(Probe):
         base = root / path.lstrip("/")
         found = False
         for leaf in _CGROUP_INTS if full else ("memory.current",):
-            text = _read(base / leaf)
+            text = read_text(base / leaf)
             if text is not None:
                 found = True
                 entry[leaf.replace(".", "_")] = _bytes_or_max(text)
-        pressure = _read(base / "memory.pressure")
+        pressure = read_text(base / "memory.pressure")
         if pressure is not None:
             found = True
             entry["memory_pressure"] = parse_pressure(pressure)
         if full:
-            events = _read(base / "memory.events")
+            events = read_text(base / "memory.events")
             if events is not None:
                 found = True
                 entry["memory_events"] = parse_flat_keyed(events)
@@ -133,10 +130,3 @@ def _bytes_or_max(text: str) -> int | str | None:
     if value == "max":
         return value
     return int(value) if value.isdigit() else None
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except OSError:
-        return None

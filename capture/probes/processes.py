@@ -19,6 +19,7 @@ from capture.procfs import parse_pid_stat, read_pid, split_cmdline
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICK = os.sysconf("SC_CLK_TCK")
 CGROUPS_OF_INTEREST = 5
+_MARGIN_S = 0.1
 
 
 @register
@@ -36,13 +37,27 @@ class Processes(Probe):
 
     def freeze(self) -> Reading:
         boot = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
-        rows = [row for pid in self._pids() if (row := self._row(pid, boot)) is not None]
+        # Reading a cmdline takes the target's mmap lock and can stall on a thrashing
+        # process: stop before the runner would abandon us, and keep what was read.
+        stop_at = (self.deadline or time.monotonic() + self.timeout_s) - _MARGIN_S
+        pids = self._pids()
+        rows = []
+        for pid in pids:
+            if time.monotonic() > stop_at:
+                break
+            row = self._row(pid, boot)
+            if row is not None:
+                rows.append(row)
+        unread = len(pids) - len(rows) if time.monotonic() > stop_at else 0
         self._names = {r["pid"]: r["name"] for r in rows}
         by_rss = sorted(rows, key=lambda r: r["rss_bytes"], reverse=True)
         self.ctx.shared["cgroups_of_interest"] = list(
             dict.fromkeys(r["cgroup"] for r in by_rss[:CGROUPS_OF_INTEREST] if r["cgroup"])
         )
-        return Reading(record={"count": len(rows), "processes": rows})
+        record = {"count": len(rows), "unread": unread, "processes": rows}
+        if unread:
+            return Reading("timeout", f"time ran out with {unread} processes unread", record)
+        return Reading(record=record)
 
     def headline(self, record: dict[str, Any]) -> str:
         others = [r for r in record["processes"] if r["pid"] != os.getpid()]

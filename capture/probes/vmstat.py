@@ -15,7 +15,7 @@ class Vmstat(Probe):
     samples = True
 
     def _counters(self) -> dict[str, int]:
-        return parse_flat_keyed((self.ctx.proc / "vmstat").read_text())
+        return parse_flat_keyed((self.ctx.proc / "vmstat").read_text(errors="replace"))
 
     def freeze(self) -> Reading:
         try:

@@ -9,6 +9,7 @@
  * c_nvmlEventData_t, c_nvmlDeviceAddressingMode_t) and the return codes of nvml.h.
  *
  * Answers come from a scenario file named by $FAKE_NVML_SCENARIO: `key=value` lines.
+ * A device key handle=err:N makes its handle fail (err:15 is GPU_IS_LOST).
  * Global keys: init (return code of nvmlInitWithFlags), driver, cuda, nvml, devices,
  * block (a function name that sleeps block_s seconds before answering, as a driver
  * whose GPU fell off the bus does). Device keys are prefixed dN.: name, uuid, pci,
@@ -186,6 +187,8 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, fake_device **device) {
     if ((int)index >= device_count()) return NVML_ERROR_INVALID_ARGUMENT;
+    const char *h = dget(&devices[index], "handle"); /* err:15 = GPU_IS_LOST */
+    if (h && status_of(h)) return status_of(h);
     *device = &devices[index];
     return NVML_SUCCESS;
 }
