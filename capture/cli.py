@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -16,7 +17,8 @@ import orjson
 
 from capture import __version__
 from capture.archive import ArchiveError, Busy, resolve_root
-from capture.config import MAX_WINDOW_S, ConfigError, load
+from capture.checks import run_all as run_checks
+from capture.config import MAX_WINDOW_S, Config, ConfigError, load
 from capture.manifest import TRIGGER_KINDS
 from capture.redact import redact_text
 from capture.runner import Capture, Outcome, Stopped, Trigger
@@ -137,50 +139,20 @@ def capture(
 ) -> None:
     """Freeze an evidence bundle of this machine.
 
-    Reads what changes first (processes, then memory, vmstat and pressure, then the
-    kernel log and logs), samples memory, pressure and the largest processes once a
-    second through the window, and seals the bundle into the archive. Read-only:
-    nothing on the machine is restarted, freed or signalled. Prints the bundle's path.
+    Reads what changes first (GPU, processes, engines, then memory, vmstat and pressure,
+    then the kernel log and logs), samples them through the window, reads Prometheus
+    history beside it, and seals the bundle into the archive. Read-only: nothing on the
+    machine is restarted, freed or signalled. Prints the bundle's path.
     """
     trigger = parse_trigger(trigger_text, detail)
-    if window is not None and not math.isfinite(window):
-        raise click.BadParameter("must be a finite number of seconds", param_hint="--window")
-    try:
-        config = load(config_path)
-    except ConfigError as exc:
-        fail(f"config: {exc}", EXIT_USAGE)
-    window_s = config.window_s if window is None else window
-    root = resolve_root(archive, config.archive)
+    config = _config(config_path)
+    window_s = _window(window, config)
     progress = None
     if not quiet and not as_json and sys.stderr.isatty() and window_s > 0:
         progress = _progress_bar
-    signal.signal(signal.SIGTERM, _stop)
-    try:
-        outcome = Capture(config, trigger, window_s, root, on_progress=progress).run()
-    except Stopped as exc:
-        kept = getattr(exc, "partial", None)
-        fail(
-            f"stopped by SIGTERM; kept what was captured as {kept}"
-            if kept
-            else "stopped by SIGTERM before anything was captured",
-            EXIT_STOPPED,
-        )
-    except Busy as exc:
-        fail(
-            f"another capture is running ({exc}); waited {config.limits.lock_wait_s:g} s, "
-            "not stacking a second one",
-            EXIT_BUSY,
-        )
-    except ArchiveError as exc:
-        fail(str(exc), EXIT_ARCHIVE)
-    except OSError as exc:
-        fail(f"{exc.filename or root}: {exc.strerror}", EXIT_ARCHIVE)
-    if progress:
-        click.echo("", err=True)
-    for path in outcome.recovered:
-        click.echo(
-            f"evidence: kept the unfinished bundle of a capture that died as {path}", err=True
-        )
+    outcome = _run_capture(
+        config, trigger, window_s, resolve_root(archive, config.archive), progress
+    )
     manifest = outcome.manifest
     if as_json:
         click.echo(orjson.dumps(_summary(outcome), option=orjson.OPT_INDENT_2).decode())
@@ -188,6 +160,142 @@ def capture(
         click.echo(str(outcome.path))
         _print_probes(manifest, outcome.headlines)
     sys.exit(EXIT_OK if manifest["complete"] else EXIT_INCOMPLETE)
+
+
+_CHECK_EXIT = (
+    "\b\nExit status:\n  0  every check passed\n  1  a check failed (a bundle was captured "
+    "unless another capture held the lock)\n  2  bad usage, bad configuration, or no "
+    "[[checks]] configured"
+)
+
+
+@main.command(epilog=_CHECK_EXIT)
+@click.option(
+    "--window",
+    type=click.FloatRange(min=0, max=MAX_WINDOW_S),
+    metavar="SECONDS",
+    help="Window of the bundle captured on a failure (default: window_s, or 30).",
+)
+@archive_options
+@click.option("--verbose", "-v", is_flag=True, help="Print every check, passed or not.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Report every check (and any bundle) as JSON."
+)
+def check(
+    window: float | None, archive: str | None, config_path: str | None, verbose: bool, as_json: bool
+) -> None:
+    """Run the configured health checks; on a failure, capture a bundle.
+
+    Each [[checks]] entry probes one layer: http (a GET expecting a status, text or JSON
+    field), completion (one small chat completion: an empty answer is a failure even
+    with HTTP 200), command (must exit 0 in time: userspace can still fork) and tcp (a
+    connect, for contrast). All pass: exit 0 and print nothing unless asked. One fails:
+    capture a bundle with trigger healthcheck:<name>, the checks' full answers in its
+    health record, print its path, exit 1.
+    """
+    config = _config(config_path)
+    if not config.checks:
+        fail(f"no [[checks]] configured in {config.source or 'any configuration file'}", EXIT_USAGE)
+    window_s = _window(window, config)
+    results = run_checks(config.checks)
+    failed = [r for r in results if not r["ok"]]
+    report: dict[str, Any] = {"ok": not failed, "checks": results, "bundle": None}
+    if failed:
+        first = failed[0]
+        trigger = Trigger(
+            "healthcheck",
+            first["name"],
+            f"{len(failed)} of {len(results)} checks failed; {first['name']}: {first['reason']}",
+        )
+        try:
+            outcome = _run_capture(
+                config,
+                trigger,
+                window_s,
+                resolve_root(archive, config.archive),
+                None,
+                EXIT_FAILED,
+                health=results,
+            )
+            report["bundle"] = str(outcome.path)
+        finally:
+            _report_checks(report, results, verbose, as_json)
+        if not as_json:
+            click.echo(report["bundle"])
+        sys.exit(EXIT_FAILED)
+    _report_checks(report, results, verbose, as_json)
+
+
+def _report_checks(
+    report: dict[str, Any], results: list[dict[str, Any]], verbose: bool, as_json: bool
+) -> None:
+    if as_json:
+        click.echo(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
+        return
+    for r in results:
+        if verbose or not r["ok"]:
+            note = f": {r['reason']}" if r["reason"] else ""
+            click.echo(
+                f"  {r['name']:<16} {r['kind']:<10} {r['status']:<8} "
+                f"{r['elapsed_ms']:.0f} ms{note}",
+                err=True,
+            )
+
+
+def _config(config_path: str | None) -> Config:
+    try:
+        return load(config_path)
+    except ConfigError as exc:
+        fail(f"config: {exc}", EXIT_USAGE)
+        raise  # unreachable: fail() exits
+
+
+def _window(window: float | None, config: Config) -> float:
+    if window is not None and not math.isfinite(window):
+        raise click.BadParameter("must be a finite number of seconds", param_hint="--window")
+    return config.window_s if window is None else window
+
+
+def _run_capture(
+    config: Config,
+    trigger: Trigger,
+    window_s: float,
+    root: Path,
+    progress: Callable[[float, float], None] | None,
+    code: int | None = None,
+    health: list[dict[str, Any]] | None = None,
+) -> Outcome:
+    """Capture, or end with one line: `code` overrides the capture's own exit status."""
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        outcome = Capture(
+            config, trigger, window_s, root, on_progress=progress, health=health
+        ).run()
+    except Stopped as exc:
+        kept = getattr(exc, "partial", None)
+        fail(
+            f"stopped by SIGTERM; kept what was captured as {kept}"
+            if kept
+            else "stopped by SIGTERM before anything was captured",
+            code or EXIT_STOPPED,
+        )
+    except Busy as exc:
+        fail(
+            f"another capture is running ({exc}); waited {config.limits.lock_wait_s:g} s, "
+            "not stacking a second one",
+            code or EXIT_BUSY,
+        )
+    except ArchiveError as exc:
+        fail(str(exc), code or EXIT_ARCHIVE)
+    except OSError as exc:
+        fail(f"{exc.filename or root}: {exc.strerror}", code or EXIT_ARCHIVE)
+    if progress:
+        click.echo("", err=True)
+    for path in outcome.recovered:
+        click.echo(
+            f"evidence: kept the unfinished bundle of a capture that died as {path}", err=True
+        )
+    return outcome
 
 
 def _summary(outcome: Outcome) -> dict[str, Any]:

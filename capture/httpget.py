@@ -1,9 +1,9 @@
-"""The collector's only HTTP client: GET, bounded in time and size, no proxies, no redirects
-followed off the host.
+"""The collector's only HTTP client: bounded in time and size, no proxies.
 
 Invariants:
-- GET only. The collector never changes a service's state; the one exception, a
-  configured health check, lives in capture/checks.py and says so.
+- GET only (`get`). The collector never changes a service's state; the one exception,
+  the completion health check the operator configured, builds its own POST in
+  capture/checks.py and sends it through `fetch`.
 - The answer's status says which layer failed: `absent` (nothing listening: refused),
   `timeout` (the port accepts but the application does not answer in time: the seeds'
   "port accepts, application dead"), `error` (HTTP error, with status and body head).
@@ -64,9 +64,18 @@ def get(
     headers: dict[str, str] | None = None,
 ) -> Answer:
     """GET url within timeout_s in all (connect, headers and body), reading at most max_bytes."""
+    return fetch(
+        urllib.request.Request(url, method="GET", headers=headers or {}), timeout_s, max_bytes
+    )
+
+
+def fetch(
+    request: urllib.request.Request, timeout_s: float, max_bytes: int = 4 * 1024 * 1024
+) -> Answer:
+    """Send a prepared request within timeout_s in all; the answer says which layer failed."""
+    url = request.full_url
     start = time.monotonic()
     deadline = start + timeout_s
-    request = urllib.request.Request(url, method="GET", headers=headers or {})
     try:
         with _OPENER.open(request, timeout=timeout_s) as response:
             body, truncated = _read(response, deadline, max_bytes)

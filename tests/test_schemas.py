@@ -52,6 +52,7 @@ BUNDLE_FILES = (
     "engines.json",
     "engines.samples.jsonl",
     "prometheus.json",
+    "health.json",
 )
 # A tqdm-style progress bar (one line rewritten with \r) and a byte that is not UTF-8.
 LOG_BYTES = (

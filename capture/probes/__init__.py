@@ -21,6 +21,7 @@ from capture.config import Config
 
 STATUSES = ("ok", "absent", "unsupported", "denied", "timeout", "error", "skipped")
 MODULES = (
+    "health",
     "gpu",
     "processes",
     "engines",
