@@ -51,8 +51,9 @@ def run() -> None:
     except Exception as exc:
         if os.environ.get("EVIDENCE_DEBUG") == "1":
             raise
+        first = (str(exc).splitlines() or [""])[0]
         fail(
-            f"internal error: {type(exc).__name__}: {exc} (EVIDENCE_DEBUG=1 shows where)",
+            f"internal error: {type(exc).__name__}: {first} (EVIDENCE_DEBUG=1 shows where)",
             EXIT_FAILED,
         )
 

@@ -10,7 +10,8 @@ import orjson
 from click.testing import CliRunner
 from conftest import EVIDENCE, run_evidence
 
-from capture.cli import EXIT_CODES, main
+from analyze.cli import main
+from capture.cli import EXIT_CODES
 
 README = Path(__file__).parent.parent / "README.md"
 

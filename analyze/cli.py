@@ -1,0 +1,292 @@
+"""The analyst's commands, added to the one `evidence` command group.
+
+This module imports only click and the collector's command line at import time; DuckDB
+is imported inside the commands, so `evidence capture` (started on a box under memory
+pressure) never loads it.
+"""
+
+import csv
+import io
+import math
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from capture.archive import resolve_root
+from capture.cli import EXIT_USAGE, archive_options, fail, main
+from capture.cli import run as run  # the console script: errors as one line
+from capture.config import ConfigError, load, parse_duration
+
+EXIT_QUARANTINED = 1
+EXIT_LOCKED = 3
+READ_WAIT_S = 10.0
+
+
+def _root(archive: str | None, config_path: str | None) -> Path:
+    try:
+        config = load(config_path)
+    except ConfigError as exc:
+        fail(f"config: {exc}", EXIT_USAGE)
+    return resolve_root(archive, config.archive)
+
+
+def _reader(root: Path) -> Any:
+    """A read-only connection; waits a bounded time while an ingest holds the file."""
+    import duckdb
+
+    from analyze.ingest import DATABASE, connect
+
+    if not (root / DATABASE).exists():
+        fail(f"no archive database at {root / DATABASE}: run `evidence ingest` first", EXIT_USAGE)
+    deadline = time.monotonic() + READ_WAIT_S
+    while True:
+        try:
+            return connect(root, read_only=True)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                fail(f"{root / DATABASE}: {str(exc).splitlines()[0]}", EXIT_LOCKED)
+            time.sleep(0.2)
+
+
+def _host(con: Any, host: str | None) -> str:
+    from analyze.baseline import hosts
+
+    known = hosts(con)
+    if host is None:
+        if not known:
+            fail("the archive holds no bundles yet", EXIT_USAGE)
+        return known[0]
+    if host not in known:
+        fail(
+            f"no bundles of host {host!r} (the archive has: {', '.join(known) or 'none'})",
+            EXIT_USAGE,
+        )
+    return host
+
+
+_INGEST_EXIT = (
+    "\b\nExit status:\n  0  every bundle ingested or already present\n"
+    "  1  some bundles were quarantined (see quarantine.jsonl)\n"
+    "  2  bad usage\n  3  another ingest held the archive"
+)
+
+
+@main.command(epilog=_INGEST_EXIT)
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@archive_options
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(0, 3600),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long to wait for another ingest to finish.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def ingest(
+    paths: tuple[Path, ...],
+    archive: str | None,
+    config_path: str | None,
+    wait_s: float,
+    as_json: bool,
+) -> None:
+    """Bring new bundles into the archive's DuckDB file.
+
+    Reads the archive's bundles/ (or the PATHS given: bundles, or directories of
+    bundles, such as those copied from other hosts). Each bundle is checked against
+    schemas/ first; a broken one is listed in quarantine.jsonl with its reason and left
+    untouched. Ingesting a bundle twice changes nothing. Bundles are never modified.
+    """
+    from analyze.ingest import Locked
+    from analyze.ingest import ingest as run_ingest
+
+    root = _root(archive, config_path)
+    for path in paths:
+        if not path.exists():
+            fail(f"{path}: no such file or directory", EXIT_USAGE)
+    progress = _progress if sys.stderr.isatty() and not as_json else None
+    try:
+        summary = run_ingest(root, paths, wait_s=wait_s, progress=progress)
+    except Locked as exc:
+        fail(f"{exc}; waited, not writing beside it", EXIT_LOCKED)
+    if progress:
+        click.echo("", err=True)
+    if as_json:
+        click.echo(orjson.dumps(summary.as_dict(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(summary.line())
+    sys.exit(EXIT_QUARANTINED if summary.quarantined else 0)
+
+
+def _progress(done: int, total: int) -> None:
+    click.echo(f"\ringesting {done}/{total}", err=True, nl=False)
+
+
+@main.command()
+@click.argument("query")
+@archive_options
+@click.option("--json", "as_json", is_flag=True, help="Rows as a JSON array of objects.")
+@click.option("--csv", "as_csv", is_flag=True, help="Rows as CSV with a header line.")
+def sql(
+    query: str, archive: str | None, config_path: str | None, as_json: bool, as_csv: bool
+) -> None:
+    """Ask the archive what no command foresaw: a read-only SQL query.
+
+    The database is opened read-only, so a query cannot change it. Tables: bundles,
+    probes, samples, processes, gpu_devices, gpu_processes, engines, engine_models,
+    engine_jobs, log_events, kernel_events, prometheus_series, health_checks; view
+    host_memory. See the README for their columns.
+    """
+    import duckdb
+
+    con = _reader(_root(archive, config_path))
+    try:
+        cursor = con.execute(query)
+        names = [d[0] for d in cursor.description or []]
+        rows = cursor.fetchall()
+    except duckdb.Error as exc:
+        fail(f"sql: {str(exc).splitlines()[0]}", EXIT_USAGE)
+    if as_json:
+        click.echo(
+            orjson.dumps(
+                [dict(zip(names, r, strict=True)) for r in rows],
+                default=str,
+                option=orjson.OPT_INDENT_2,
+            ).decode()
+        )
+    elif as_csv:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(names)
+        writer.writerows(rows)
+        click.echo(out.getvalue(), nl=False)
+    else:
+        click.echo(_table(names, rows))
+
+
+def _table(names: list[str], rows: list[tuple[Any, ...]]) -> str:
+    cells = [[("" if v is None else str(v)) for v in row] for row in rows]
+    widths = [max([len(n), *(len(r[i]) for r in cells)]) for i, n in enumerate(names)]
+    lines = ["  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(lines)
+
+
+def _gib(value: float | None) -> str:
+    return "unknown" if value is None or math.isnan(value) else f"{value / 2**30:.1f} GiB"
+
+
+@main.command()
+@click.option("--host", help="The host (default: the one with the most bundles).")
+@click.option("--days", type=click.IntRange(1, 3650), default=7, show_default=True)
+@archive_options
+@click.option("--json", "as_json", is_flag=True, help="Print the baseline as JSON.")
+def baseline(
+    host: str | None, days: int, archive: str | None, config_path: str | None, as_json: bool
+) -> None:
+    """What normal looks like: the memory floor, the daily rhythm, the floor's drift.
+
+    From every memory reading the archive holds for the host (baseline snapshots,
+    incident bundles and the Prometheus history they carry) over the last DAYS days.
+    The floor of a day is its 5th percentile of memory in use; a floor that moved by
+    more than 2% of the machine's memory between the first and the last day is
+    reported as rising or falling: the leak question, answered in one glance.
+    """
+    from analyze.baseline import baseline as compute
+
+    con = _reader(_root(archive, config_path))
+    result = compute(con, _host(con, host), days, datetime.now(UTC))
+    if as_json:
+        click.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+        return
+    click.echo(
+        f"{result['host']}: {result['points']} memory readings over the last {days} "
+        f"days ({result['sources']['meminfo']} from bundles, "
+        f"{result['sources']['prometheus']} from Prometheus)"
+    )
+    if result.get("reason"):
+        click.echo(f"  {result['reason']}")
+    for day in result["daily"]:
+        click.echo(
+            f"  {day['date']}  floor {_gib(day['floor_bytes']):>10}  "
+            f"peak {_gib(day['peak_bytes']):>10}  ({day['points']} readings)"
+        )
+    if result["hourly"]:
+        rhythm = "  ".join(
+            f"{h['hour']:02d}h {h['median_used_bytes'] / 2**30:.1f}" for h in result["hourly"]
+        )
+        click.echo(f"  daily rhythm (median GiB in use by hour, UTC): {rhythm}")
+    if result["drift_bytes"] is not None:
+        click.echo(
+            f"  floor drift first->last day: {_gib(result['drift_bytes'])}: {result['verdict']}"
+        )
+
+
+@main.command()
+@click.option("--host", help="The host (default: the one with the most bundles).")
+@click.option(
+    "--since",
+    default="30d",
+    show_default=True,
+    metavar="DURATION",
+    help="How far back: 90m, 12h, 30d.",
+)
+@archive_options
+@click.option("--json", "as_json", is_flag=True, help="Print the events as JSON.")
+def timeline(
+    host: str | None, since: str, archive: str | None, config_path: str | None, as_json: bool
+) -> None:
+    """A host's events in order: captures and their triggers, boots, OOM kills, models
+    loaded and unloaded, failed health checks."""
+    from analyze.timeline import timeline as compute
+
+    try:
+        seconds = parse_duration(since, "--since")
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc).split(": ", 1)[1], param_hint="--since") from None
+    con = _reader(_root(archive, config_path))
+    name = _host(con, host)
+    events = compute(con, name, datetime.now(UTC) - timedelta(seconds=seconds))
+    if as_json:
+        click.echo(
+            orjson.dumps(
+                {"host": name, "since": since, "events": events}, option=orjson.OPT_INDENT_2
+            ).decode()
+        )
+        return
+    click.echo(f"{name}: {len(events)} events in the last {since}")
+    for e in events:
+        click.echo(f"  {e['t'][:19].replace('T', ' ')}  {e['kind']:<15} {e['detail']}")
+
+
+@main.command()
+@click.option(
+    "--parquet",
+    "target",
+    required=True,
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    help="Where to write <table>/host=<h>/date=<d>/*.parquet.",
+)
+@archive_options
+@click.option("--json", "as_json", is_flag=True, help="Print rows written per table as JSON.")
+def export(target: Path, archive: str | None, config_path: str | None, as_json: bool) -> None:
+    """Export every table as hive-partitioned Parquet (host=, date=), readable by DuckDB
+    from object storage and by Spark, Trino or ClickHouse unchanged."""
+    from analyze.export import export as write
+
+    con = _reader(_root(archive, config_path))
+    counts = write(con, target)
+    if as_json:
+        click.echo(orjson.dumps(counts, option=orjson.OPT_INDENT_2).decode())
+    else:
+        written = {t: n for t, n in counts.items() if n}
+        click.echo(f"exported {sum(written.values())} rows of {len(written)} tables to {target}")

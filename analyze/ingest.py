@@ -1,0 +1,247 @@
+"""Bundles into the archive's DuckDB file, each exactly once; broken ones quarantined.
+
+Invariants:
+- A bundle is never modified, moved or deleted. A broken one is listed in
+  <archive>/quarantine.jsonl with its reason and left where it is; it is listed again
+  only if its reason changes (a later ingest does not repeat itself).
+- Ingesting the same bundle twice changes nothing: a bundle_id already present is skipped.
+- One writer at a time (an exclusive lock on <archive>/.ingest.lock, waited for a bounded
+  time). Bundles are committed in transactions of whole bundles, so a reader never sees
+  half of one. A batch that fails to load is retried bundle by bundle, so one bundle the
+  database refuses is quarantined and the others still go in.
+- One bad bundle never stops the rest.
+"""
+
+import fcntl
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+
+from analyze import load, validate
+from analyze.ddl import migrate
+from capture.clock import iso
+
+DATABASE = "evidence.duckdb"
+QUARANTINE = "quarantine.jsonl"
+LOCK = ".ingest.lock"
+BATCH = 100
+
+
+class Locked(Exception):
+    """Another ingest holds the archive."""
+
+
+@dataclass
+class Summary:
+    ingested: list[str] = field(default_factory=list)
+    partial: list[str] = field(default_factory=list)
+    present: int = 0
+    quarantined: list[dict[str, str]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ingested": len(self.ingested),
+            "partial": len(self.partial),
+            "already_present": self.present,
+            "quarantined": self.quarantined,
+            "bundle_ids": self.ingested,
+        }
+
+    def line(self) -> str:
+        text = (
+            f"ingested {len(self.ingested)} bundle(s)"
+            + (f" ({len(self.partial)} partial)" if self.partial else "")
+            + f", {self.present} already present, {len(self.quarantined)} quarantined"
+        )
+        reasons = "; ".join(f"{q['path']}: {q['reason']}" for q in self.quarantined[:3])
+        more = f" (+{len(self.quarantined) - 3} more)" if len(self.quarantined) > 3 else ""
+        return text + (f": {reasons}{more}" if reasons else "")
+
+
+def connect(root: Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """The archive's database, in UTC; migrated to the latest schema when writable."""
+    con = duckdb.connect(str(root / DATABASE), read_only=read_only)
+    con.execute("SET TimeZone = 'UTC'")
+    if not read_only:
+        migrate(con)
+    return con
+
+
+def candidates(root: Path, paths: Iterable[Path]) -> list[Path]:
+    """The bundle directories to consider: those given (a bundle, or a tree of bundles), or
+    every visible bundle under <archive>/bundles/.
+
+    A directory holding record files but no manifest is still a candidate, so that it is
+    quarantined ("manifest.json is missing") rather than silently passed over. Hidden
+    directories are captures still writing, not ours to read.
+    """
+    found: list[Path] = []
+
+    def walk(directory: Path) -> None:
+        if directory.name.startswith(".") and directory != start:
+            return
+        try:
+            entries = list(directory.iterdir())
+        except OSError:
+            found.append(directory)  # unreadable: let the check say so
+            return
+        if any(e.name == validate.MANIFEST or e.suffix in (".json", ".jsonl") for e in entries
+               if not e.is_dir()):
+            found.append(directory)
+            return
+        for entry in sorted(entries):
+            if entry.is_dir() and not entry.is_symlink():
+                walk(entry)
+
+    for start in list(paths) or [root / "bundles"]:
+        if start.is_dir() and not start.is_symlink():
+            walk(start)
+        elif start.exists():
+            found.append(start)
+    return found
+
+
+class _Lock:
+    def __init__(self, root: Path, wait_s: float):
+        self.fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(self.fd)
+                    raise Locked(f"another ingest is writing {root / DATABASE}") from None
+                time.sleep(0.1)
+
+    def release(self) -> None:
+        os.close(self.fd)
+
+
+def ingest(
+    root: Path,
+    paths: Iterable[Path] = (),
+    wait_s: float = 30.0,
+    progress: Callable[[int, int], None] | None = None,
+) -> Summary:
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    lock = _Lock(root, wait_s)
+    try:
+        con = connect(root)
+        try:
+            return _ingest(con, root, candidates(root, paths), progress)
+        finally:
+            con.close()
+    finally:
+        lock.release()
+
+
+def _ingest(
+    con: duckdb.DuckDBPyConnection,
+    root: Path,
+    bundles: list[Path],
+    progress: Callable[[int, int], None] | None,
+) -> Summary:
+    summary = Summary()
+    known = {row[0] for row in con.execute("SELECT bundle_id FROM bundles").fetchall()}
+    quarantined = _quarantined(root)
+    batch: list[load.Loaded] = []
+    for i, path in enumerate(bundles, start=1):
+        try:
+            manifest, sha, records = validate.check(path)
+        except validate.Invalid as exc:
+            _quarantine(root, summary, quarantined, path, str(exc))
+        except OSError as exc:
+            _quarantine(root, summary, quarantined, path, f"unreadable: {exc.strerror}")
+        else:
+            if manifest["bundle_id"] in known:
+                summary.present += 1
+            else:
+                known.add(manifest["bundle_id"])
+                batch.append(load.Loaded(path, manifest, sha, records))
+        if len(batch) >= BATCH:
+            _commit(con, root, summary, quarantined, batch)
+            batch = []
+        if progress:
+            progress(i, len(bundles))
+    if batch:
+        _commit(con, root, summary, quarantined, batch)
+    return summary
+
+
+def _commit(
+    con: duckdb.DuckDBPyConnection,
+    root: Path,
+    summary: Summary,
+    quarantined: dict[str, str],
+    batch: list[load.Loaded],
+) -> None:
+    now = iso(time.time())
+    try:
+        _transaction(con, lambda: load.load(con, batch, now))
+        done = batch
+    except duckdb.Error:
+        done = []
+        for bundle in batch:  # find the one the database refuses; keep the others
+            try:
+                _transaction(con, lambda b=bundle: load.load(con, [b], now))
+                done.append(bundle)
+            except duckdb.Error as exc:
+                _quarantine(
+                    root,
+                    summary,
+                    quarantined,
+                    bundle.path,
+                    f"the archive refused it: {str(exc).splitlines()[0]}",
+                )
+    for bundle in done:
+        summary.ingested.append(bundle.bundle_id)
+        if not bundle.manifest["complete"]:
+            summary.partial.append(bundle.bundle_id)
+
+
+def _transaction(con: duckdb.DuckDBPyConnection, work: Callable[[], None]) -> None:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        work()
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def _quarantined(root: Path) -> dict[str, str]:
+    """What quarantine.jsonl already says: path -> its latest reason."""
+    found: dict[str, str] = {}
+    path = root / QUARANTINE
+    if path.exists():
+        for line in path.read_bytes().splitlines():
+            try:
+                entry = orjson.loads(line)
+                found[entry["path"]] = entry["reason"]
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                continue
+    return found
+
+
+def _quarantine(
+    root: Path, summary: Summary, known: dict[str, str], path: Path, reason: str
+) -> None:
+    key = str(path.resolve())
+    entry = {"path": key, "reason": reason, "at": iso(time.time())}
+    summary.quarantined.append({"path": key, "reason": reason})
+    if known.get(key) == reason:
+        return
+    known[key] = reason
+    fd = os.open(root / QUARANTINE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, orjson.dumps(entry) + b"\n")
+    finally:
+        os.close(fd)

@@ -1,0 +1,42 @@
+"""The log and kernel lines that matter, as data: a tag, and the pattern that earns it.
+
+The patterns are the strings the kernel and the engines print (shared/reference/
+formats.md section 9; Ollama's own out-of-memory list, section 2.5), not guesses.
+A line may earn several tags. Matching is case-insensitive.
+"""
+
+import re
+
+TAGS: tuple[tuple[str, str], ...] = (
+    (
+        "oom-killer",
+        r"invoked oom-killer|Out of memory: Kill|Killed process \d+|oom-kill:"
+        r"|Memory cgroup out of memory|oom_reaper",
+    ),
+    (
+        "cuda-oom",
+        r"CUDA (?:error: )?out of memory|cudaMalloc failed|cudaErrorMemoryAllocation"
+        r"|OutOfMemoryError|would exceed allowed memory",
+    ),
+    ("hip-oom", r"hipErrorOutOfMemory|HIP out of memory|hipMalloc failed"),
+    ("metal-oom", r"Insufficient Memory|failed to create (?:MTL|Metal) buffer"),
+    ("vulkan-oom", r"ErrorOutOfDeviceMemory|vk_error_out_of_device_memory"),
+    (
+        "host-alloc-fail",
+        r"std::bad_alloc|Cannot allocate memory|failed to allocate|"
+        r"insufficient memory|not enough memory|page allocation failure",
+    ),
+    ("nv-no-memory", r"NV_ERR_NO_MEMORY"),
+    ("xid", r"NVRM: Xid"),
+    ("gpu-lost", r"fallen off the bus|GPU is lost"),
+    ("kv-cache", r"KV cache|kv_cache|max seq len|No available memory for the cache blocks"),
+    ("slot-unavailable", r"slot (?:is )?unavailable|no slot available|all slots are busy"),
+    ("killed", r"\bKilled\b|exit(?:ed)? (?:with )?(?:code |status )?137"),
+    ("hung-task", r"blocked for more than \d+ seconds|hung_task"),
+)
+
+_COMPILED = tuple((tag, re.compile(pattern, re.IGNORECASE)) for tag, pattern in TAGS)
+
+
+def tags_of(text: str) -> list[str]:
+    return [tag for tag, pattern in _COMPILED if pattern.search(text)]

@@ -1,0 +1,94 @@
+"""Is this directory a bundle the analyst can trust? Checked before a single row is loaded.
+
+Invariants:
+- Read only: a bundle is never modified, whatever is wrong with it.
+- The first problem found is the reason given; a bundle is valid or it is not.
+- Nothing outside the bundle is read: file names come from the manifest and must be
+  plain names of regular files (no "..", no "/", no symlinks).
+- Records are checked against schemas/ with validators compiled once per process
+  (fastjsonschema: the reference validator costs about 20 times more per bundle, and
+  ingest reads every record of thousands of bundles).
+"""
+
+import hashlib
+import json
+import os
+import stat
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import fastjsonschema
+import orjson
+
+from schemas import SCHEMA_DIR, SCHEMA_VERSION, schema_path
+
+MANIFEST = "manifest.json"
+
+
+class Invalid(Exception):
+    """Why a bundle cannot be ingested, in one line."""
+
+
+@cache
+def _validator(schema_file: str) -> Any:
+    return fastjsonschema.compile(json.loads((SCHEMA_DIR / schema_file).read_text()))
+
+
+def _regular(path: Path, what: str) -> bytes:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        raise Invalid(f"{what} is missing") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise Invalid(f"{what} is a symlink")
+    if not stat.S_ISREG(info.st_mode):
+        raise Invalid(f"{what} is not a regular file")
+    return path.read_bytes()
+
+
+def _records(name: str, data: bytes) -> list[Any]:
+    try:
+        if name.endswith(".jsonl"):
+            return [orjson.loads(line) for line in data.splitlines() if line.strip()]
+        return [orjson.loads(data)]
+    except orjson.JSONDecodeError as exc:
+        raise Invalid(f"{name} is not valid JSON (truncated?): {exc}") from None
+
+
+def _conforms(name: str, record: Any, where: str) -> None:
+    try:
+        _validator(schema_path(name).name)(record)
+    except fastjsonschema.JsonSchemaException as exc:
+        raise Invalid(f"{where} does not match its schema: {exc.message}") from None
+
+
+def check(bundle: Path) -> tuple[dict[str, Any], str, dict[str, list[Any]]]:
+    """(manifest, manifest sha256, records by file name) of a valid bundle; raises Invalid."""
+    if bundle.is_symlink():
+        raise Invalid("the bundle directory is a symlink")
+    if not bundle.is_dir():
+        raise Invalid("not a directory")
+    raw = _regular(bundle / MANIFEST, MANIFEST)
+    try:
+        manifest = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise Invalid(f"{MANIFEST} is not valid JSON (truncated?): {exc}") from None
+    version = manifest.get("schema_version") if isinstance(manifest, dict) else None
+    if version != SCHEMA_VERSION:
+        raise Invalid(f"unknown schema_version {version!r} (this analyst reads {SCHEMA_VERSION})")
+    _conforms(MANIFEST, manifest, MANIFEST)
+    records: dict[str, list[Any]] = {}
+    for entry in manifest["files"]:
+        name = entry["name"]
+        if "/" in name or name in (".", "..") or name.startswith(".") or "\0" in name:
+            raise Invalid(f"the manifest names {name!r}, which is not a file of the bundle")
+        data = _regular(bundle / name, name)
+        if len(data) != entry["bytes"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
+            raise Invalid(f"{name}: checksum or size differs from the manifest")
+        if not schema_path(name).is_file():
+            raise Invalid(f"{name}: no schema describes this file")
+        records[name] = _records(name, data)
+        for i, record in enumerate(records[name]):
+            _conforms(name, record, f"{name} line {i + 1}" if name.endswith(".jsonl") else name)
+    return manifest, hashlib.sha256(raw).hexdigest(), records
