@@ -91,8 +91,11 @@ def candidates(root: Path, paths: Iterable[Path]) -> list[Path]:
         except OSError:
             found.append(directory)  # unreadable: let the check say so
             return
-        if any(e.name == validate.MANIFEST or e.suffix in (".json", ".jsonl") for e in entries
-               if not e.is_dir()):
+        if any(
+            e.name == validate.MANIFEST or e.suffix in (".json", ".jsonl")
+            for e in entries
+            if not e.is_dir()
+        ):
             found.append(directory)
             return
         for entry in sorted(entries):
