@@ -33,6 +33,7 @@ lint: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/capture_bench.py
+	$(BIN)/python bench/archive_bench.py
 
 clean:
 	rm -rf $(VENV) demo-archive bench-out

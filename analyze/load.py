@@ -44,41 +44,26 @@ class Loaded:
 
 # -- series DuckDB reads from the files themselves ------------------------------------------
 
+_JOIN = "JOIN _batch b ON b.dir = regexp_replace(j.filename, '/[^/]*$', '')"
+_MEMINFO_UNIT = "CASE WHEN e.key LIKE 'HugePages\\_%' ESCAPE '\\' THEN 'pages' ELSE 'kB' END"
+
+
+def _map_series(file: str, stamp: str, column: str, source: str, unit: str) -> tuple[str, str, str]:
+    """A file whose records hold one {name: number} object: one sample row per name."""
+    return (
+        file,
+        f"{{'{stamp}': 'VARCHAR', '{column}': 'MAP(VARCHAR, BIGINT)'}}",
+        f"""INSERT INTO samples SELECT b.bundle_id, b.host, CAST({stamp} AS TIMESTAMPTZ),
+                '{source}', e.key, NULL, e.value, {unit}, NULL
+            FROM {{src}} j {_JOIN}, unnest(map_entries({column})) AS u(e)""",
+    )
+
+
 _SQL_SERIES: tuple[tuple[str, str, str], ...] = (
-    (
-        "memory.json",
-        "{'collected_at': 'VARCHAR', 'meminfo_kb': 'MAP(VARCHAR, BIGINT)'}",
-        """INSERT INTO samples SELECT b.bundle_id, b.host, CAST(collected_at AS TIMESTAMPTZ),
-            'meminfo', e.key, NULL, e.value,
-            CASE WHEN e.key LIKE 'HugePages\\_%' ESCAPE '\\' THEN 'pages' ELSE 'kB' END, NULL
-        FROM {src} j JOIN _batch b ON b.dir = regexp_replace(j.filename, '/[^/]*$', ''),
-            unnest(map_entries(meminfo_kb)) AS u(e)""",
-    ),
-    (
-        "memory.samples.jsonl",
-        "{'t': 'VARCHAR', 'meminfo_kb': 'MAP(VARCHAR, BIGINT)'}",
-        """INSERT INTO samples SELECT b.bundle_id, b.host, CAST(t AS TIMESTAMPTZ),
-            'meminfo', e.key, NULL, e.value,
-            CASE WHEN e.key LIKE 'HugePages\\_%' ESCAPE '\\' THEN 'pages' ELSE 'kB' END, NULL
-        FROM {src} j JOIN _batch b ON b.dir = regexp_replace(j.filename, '/[^/]*$', ''),
-            unnest(map_entries(meminfo_kb)) AS u(e)""",
-    ),
-    (
-        "vmstat.json",
-        "{'collected_at': 'VARCHAR', 'counters': 'MAP(VARCHAR, BIGINT)'}",
-        """INSERT INTO samples SELECT b.bundle_id, b.host, CAST(collected_at AS TIMESTAMPTZ),
-            'vmstat', e.key, NULL, e.value, 'count', NULL
-        FROM {src} j JOIN _batch b ON b.dir = regexp_replace(j.filename, '/[^/]*$', ''),
-            unnest(map_entries(counters)) AS u(e)""",
-    ),
-    (
-        "vmstat.samples.jsonl",
-        "{'t': 'VARCHAR', 'counters': 'MAP(VARCHAR, BIGINT)'}",
-        """INSERT INTO samples SELECT b.bundle_id, b.host, CAST(t AS TIMESTAMPTZ),
-            'vmstat', e.key, NULL, e.value, 'count', NULL
-        FROM {src} j JOIN _batch b ON b.dir = regexp_replace(j.filename, '/[^/]*$', ''),
-            unnest(map_entries(counters)) AS u(e)""",
-    ),
+    _map_series("memory.json", "collected_at", "meminfo_kb", "meminfo", _MEMINFO_UNIT),
+    _map_series("memory.samples.jsonl", "t", "meminfo_kb", "meminfo", _MEMINFO_UNIT),
+    _map_series("vmstat.json", "collected_at", "counters", "vmstat", "'count'"),
+    _map_series("vmstat.samples.jsonl", "t", "counters", "vmstat", "'count'"),
     (
         "processes.json",
         "{'collected_at': 'VARCHAR', 'processes': 'STRUCT(pid INTEGER, ppid INTEGER, pgid INTEGER,"
@@ -87,7 +72,9 @@ _SQL_SERIES: tuple[tuple[str, str, str], ...] = (
         """INSERT INTO processes SELECT b.bundle_id, b.host, CAST(collected_at AS TIMESTAMPTZ),
             p.pid, p.ppid, p.pgid, p.name, p.cmdline, p."user", p.state, p.rss_bytes,
             p.swap_bytes, CAST(p.start_time AS TIMESTAMPTZ), p.cgroup
-        FROM {src} j JOIN _batch b ON b.dir = regexp_replace(j.filename, '/[^/]*$', ''),
+        FROM {src} j """
+        + _JOIN
+        + """,
             unnest(processes) AS u(p)""",
     ),
     (
@@ -96,7 +83,9 @@ _SQL_SERIES: tuple[tuple[str, str, str], ...] = (
         """INSERT INTO samples SELECT b.bundle_id, b.host, CAST(t AS TIMESTAMPTZ), 'process',
             'rss_bytes', MAP {'pid': CAST(p.pid AS VARCHAR), 'name': p.name}, p.rss_bytes,
             'bytes', NULL
-        FROM {src} j JOIN _batch b ON b.dir = regexp_replace(j.filename, '/[^/]*$', ''),
+        FROM {src} j """
+        + _JOIN
+        + """,
             unnest(top) AS u(p)""",
     ),
 )
