@@ -1,4 +1,5 @@
-# make demo: a virtualenv, the package, one bundle of this machine, and what each probe found.
+# make demo: a virtualenv, the package, one bundle of this machine and what each probe found,
+#            ingested into the archive's DuckDB file, with the host's timeline.
 # make test: the test suite (integration tests skip with a reason where a package is missing;
 #            EVIDENCE_REQUIRE_INTEGRATION=1 turns those skips into failures, as CI does).
 # make bench: the collector's cost, printed as figures.
@@ -23,6 +24,9 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 demo: $(VENV)/.installed
 	@echo "capturing a $(DEMO_WINDOW)-second bundle of this machine into $(DEMO_ARCHIVE)"
 	$(BIN)/evidence capture --archive $(DEMO_ARCHIVE) --window $(DEMO_WINDOW) --trigger manual:demo
+	$(BIN)/evidence ingest --archive $(DEMO_ARCHIVE)
+	$(BIN)/evidence timeline --archive $(DEMO_ARCHIVE) --since 1d
+	$(BIN)/evidence sql --archive $(DEMO_ARCHIVE) "select probe, status, reason from probes p join bundles b using (bundle_id) where b.started_at = (select max(started_at) from bundles) order by probe"
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest

@@ -67,6 +67,7 @@ class Call:
         self.started = time.monotonic()
         self.at = time.time()
         self.abandoned = False
+        self.finished: float | None = None
         self.thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
         self.thread.start()
 
@@ -75,6 +76,13 @@ class Call:
             self.box["value"] = fn()
         except Exception as exc:  # a probe's failure is evidence, not a crash of the capture
             self.box["error"] = exc
+        finally:
+            self.finished = time.monotonic()
+
+    @property
+    def elapsed(self) -> float:
+        """How long the call took, or has taken so far if it is still running."""
+        return (self.finished or time.monotonic()) - self.started
 
     def wait(self, timeout: float) -> bool:
         self.thread.join(max(0.0, timeout))
@@ -123,7 +131,7 @@ def _reading(call: Call) -> Reading:
     """What a probe's read came to: its Reading, its exception, or its silence."""
     if not call.done:
         call.abandoned = True
-        waited = time.monotonic() - call.started
+        waited = call.elapsed
         return Reading("timeout", f"no answer within {waited:.2f} s; abandoned")
     kind, value = call.outcome()
     if kind == "error":
@@ -267,7 +275,7 @@ class Capture:
         self._watch(probes, writer, manifest, mono0)
         for probe, call in deferred:
             call.wait(probe.deadline - time.monotonic())
-            self._record(probe, _reading(call), time.monotonic() - call.started, writer, manifest)
+            self._record(probe, _reading(call), call.elapsed, writer, manifest)
         # Closing (a driver session) gets what is left before the seal, never more.
         seal_by = mono0 + self.window_s + SEAL_MARGIN_S - SEAL_RESERVE_S
         for probe in probes:
@@ -296,7 +304,7 @@ class Capture:
                 continue
             call = self._start(probe, time.monotonic() + left)
             call.wait(probe.deadline - time.monotonic())
-            self._record(probe, _reading(call), time.monotonic() - call.started, writer, manifest)
+            self._record(probe, _reading(call), call.elapsed, writer, manifest)
 
     @staticmethod
     def _start(probe: Probe, latest: float) -> Call:
@@ -377,7 +385,7 @@ class Capture:
                 continue
             stat = stats[probe.name]
             if not call.done:
-                late = time.monotonic() - call.started > probe.sample_timeout_s
+                late = call.elapsed > probe.sample_timeout_s
                 if (late or final) and not call.abandoned:
                     call.abandoned = True
                     stat["gaps"] += 1
