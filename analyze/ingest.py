@@ -30,7 +30,7 @@ from capture.clock import iso
 DATABASE = "evidence.duckdb"
 QUARANTINE = "quarantine.jsonl"
 LOCK = ".ingest.lock"
-BATCH = 100
+BATCH = 250  # bundles per transaction; their series are not held in memory
 
 
 class Locked(Exception):
@@ -168,7 +168,8 @@ def _ingest(
                 summary.present += 1
             else:
                 known.add(manifest["bundle_id"])
-                batch.append(load.Loaded(path, manifest, sha, records))
+                kept = {k: v for k, v in records.items() if k not in load.SQL_FILES}
+                batch.append(load.Loaded(path, manifest, sha, kept, frozenset(records)))
         if len(batch) >= BATCH:
             _commit(con, root, summary, quarantined, batch)
             batch = []

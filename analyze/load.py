@@ -27,7 +27,8 @@ class Loaded:
     path: Path
     manifest: dict[str, Any]
     manifest_sha256: str
-    records: dict[str, list[Any]]
+    records: dict[str, list[Any]]  # parsed, except the SQL_FILES DuckDB reads itself
+    files: frozenset[str]  # every record file the bundle holds
 
     @property
     def bundle_id(self) -> str:
@@ -91,6 +92,10 @@ _SQL_SERIES: tuple[tuple[str, str, str], ...] = (
 )
 
 
+# Files DuckDB reads itself: their parsed records need not be kept once validated.
+SQL_FILES = frozenset(name for name, _, _ in _SQL_SERIES)
+
+
 def load(con: duckdb.DuckDBPyConnection, batch: list[Loaded], ingested_at: str) -> None:
     """Insert every row of the batch; the caller owns the transaction."""
     con.execute(
@@ -101,7 +106,7 @@ def load(con: duckdb.DuckDBPyConnection, batch: list[Loaded], ingested_at: str) 
         [[str(b.path.resolve()), b.bundle_id, b.host] for b in batch],
     )
     for name, columns, statement in _SQL_SERIES:
-        files = [str(b.path.resolve() / name) for b in batch if name in b.records]
+        files = [str(b.path.resolve() / name) for b in batch if name in b.files]
         if files:
             source = (
                 f"read_json({files!r}, columns={columns}, filename=true, "

@@ -56,9 +56,9 @@ def _records(name: str, data: bytes) -> list[Any]:
         raise Invalid(f"{name} is not valid JSON (truncated?): {exc}") from None
 
 
-def _conforms(name: str, record: Any, where: str) -> None:
+def _conforms(validator: Any, record: Any, where: str) -> None:
     try:
-        _validator(schema_path(name).name)(record)
+        validator(record)
     except fastjsonschema.JsonSchemaException as exc:
         raise Invalid(f"{where} does not match its schema: {exc.message}") from None
 
@@ -77,7 +77,7 @@ def check(bundle: Path) -> tuple[dict[str, Any], str, dict[str, list[Any]]]:
     version = manifest.get("schema_version") if isinstance(manifest, dict) else None
     if version != SCHEMA_VERSION:
         raise Invalid(f"unknown schema_version {version!r} (this analyst reads {SCHEMA_VERSION})")
-    _conforms(MANIFEST, manifest, MANIFEST)
+    _conforms(_validator(schema_path(MANIFEST).name), manifest, MANIFEST)
     records: dict[str, list[Any]] = {}
     for entry in manifest["files"]:
         name = entry["name"]
@@ -89,6 +89,7 @@ def check(bundle: Path) -> tuple[dict[str, Any], str, dict[str, list[Any]]]:
         if not schema_path(name).is_file():
             raise Invalid(f"{name}: no schema describes this file")
         records[name] = _records(name, data)
+        conforms = _validator(schema_path(name).name)  # once per file, not per line
         for i, record in enumerate(records[name]):
-            _conforms(name, record, f"{name} line {i + 1}" if name.endswith(".jsonl") else name)
+            _conforms(conforms, record, f"{name} line {i + 1}" if name.endswith(".jsonl") else name)
     return manifest, hashlib.sha256(raw).hexdigest(), records
