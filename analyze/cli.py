@@ -290,3 +290,65 @@ def export(target: Path, archive: str | None, config_path: str | None, as_json: 
     else:
         written = {t: n for t, n in counts.items() if n}
         click.echo(f"exported {sum(written.values())} rows of {len(written)} tables to {target}")
+
+
+def _resolve(root: Path, bundle: str) -> str:
+    """A bundle named by its directory, its id, or `latest`, ingested first if it is new."""
+    from analyze.ingest import Locked, connect
+    from analyze.ingest import ingest as run_ingest
+    from analyze.validate import MANIFEST
+
+    path = Path(bundle)
+    try:
+        if path.is_dir():
+            if not (path / MANIFEST).exists():
+                fail(f"{path}: not a bundle (no {MANIFEST})", EXIT_USAGE)
+            summary = run_ingest(root, [path])
+            if summary.quarantined:
+                fail(f"{path}: quarantined: {summary.quarantined[0]['reason']}", EXIT_USAGE)
+            return orjson.loads((path / MANIFEST).read_bytes())["bundle_id"]
+        run_ingest(root)  # the archive's new bundles, so `latest` and ids are current
+    except Locked as exc:
+        fail(f"{exc}; try again when it is done", EXIT_LOCKED)
+    con = connect(root, read_only=True)
+    try:
+        if bundle == "latest":
+            row = con.execute(
+                "SELECT bundle_id FROM bundles ORDER BY started_at DESC LIMIT 1"
+            ).fetchone()
+        else:
+            row = con.execute(
+                "SELECT bundle_id FROM bundles WHERE bundle_id = ?", [bundle]
+            ).fetchone()
+    finally:
+        con.close()
+    if row is None:
+        fail(f"no bundle {bundle!r} in the archive {root}", EXIT_USAGE)
+    return str(row[0])
+
+
+@main.command()
+@click.argument("bundle")
+@archive_options
+@click.option("--json", "as_json", is_flag=True, help="The classification contract as JSON.")
+def classify(bundle: str, archive: str | None, config_path: str | None, as_json: bool) -> None:
+    """Name the fault of a bundle, and show the working.
+
+    BUNDLE is a bundle directory, a bundle id, or `latest`; it is ingested first if it
+    is not in the archive yet. Every fault of the catalog (schemas/faults.toml) is
+    scored against the bundle's evidence, its Prometheus history and the host's earlier
+    bundles, and listed with the evidence for and against, what was not measured and
+    what would settle it. The verdict is a fault id, `ambiguous`, `no-fault` or
+    `insufficient-evidence`.
+    """
+    from analyze.classify import classify as run_classify
+    from reports.render import classification
+
+    root = _root(archive, config_path)
+    bundle_id = _resolve(root, bundle)
+    con = _reader(root)
+    result = run_classify(con, bundle_id)
+    if as_json:
+        click.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(classification(result), nl=False)

@@ -120,6 +120,8 @@ def load(con: duckdb.DuckDBPyConnection, batch: list[Loaded], ingested_at: str) 
     with tempfile.TemporaryDirectory(prefix="evidence-ingest-") as tmp:
         for table, table_rows in rows.items():
             path = Path(tmp) / f"{table}.jsonl"
+            # JSON columns (an answer, the unavailable fields) go in as objects: read_json
+            # with type JSON keeps them as JSON text, not a string holding JSON.
             path.write_bytes(b"\n".join(orjson.dumps(r) for r in table_rows) + b"\n")
             columns = {name: kind for name, kind, *_ in con.execute(f"DESCRIBE {table}").fetchall()}
             con.execute(
@@ -186,7 +188,7 @@ def _rows(b: Loaded, ingested_at: str) -> Iterator[tuple[str, dict[str, Any]]]:
             {
                 **key,
                 **{k: check[k] for k in ("name", "kind", "ok", "status", "reason", "elapsed_ms")},
-                "answer": orjson.dumps(check["answer"]).decode(),
+                "answer": check["answer"],
             },
         )
 
@@ -283,7 +285,7 @@ def _gpu(b: Loaded, key: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]
                     "utilization_gpu_pct": d.get("utilization_gpu_pct", d.get("busy_pct")),
                     "power_w": d.get("power_w"),
                     "sm_clock_mhz": d.get("sm_clock_mhz"),
-                    "unavailable": orjson.dumps(d.get("unavailable", {})).decode(),
+                    "unavailable": d.get("unavailable", {}),
                 },
             )
             for p in d.get("processes") or []:
@@ -362,7 +364,7 @@ def _engines(b: Loaded, key: dict[str, Any]) -> Iterator[tuple[str, dict[str, An
                             or job.get("execution_error")
                             or job.get("execution_interrupted")
                         ),
-                        "outputs": orjson.dumps(job.get("outputs", [])).decode(),
+                        "outputs": job.get("outputs", []),
                         "exception_type": job.get("exception_type"),
                         "exception_message": job.get("exception_message"),
                     },
@@ -378,11 +380,24 @@ def _engine_metrics(
     key: dict[str, Any], t: str, engine: dict[str, Any], path: str, endpoint: dict[str, Any]
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     readings = endpoint.get("readings") or {}
+    labels = {"engine": engine["name"], "kind": engine.get("kind", "")}
+    for name, value in readings.items():
+        # An engine's own plain numbers (queue running / pending, slots busy, progress) in
+        # its own words: "<endpoint>:<reading>", e.g. "/queue:pending".
+        if (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and (
+                name != "samples_total"  # a count of /metrics lines, not a reading of the engine
+            )
+        ):
+            yield _sample(key, t, "engine", f"{path.split('?')[0]}:{name}", value, labels)
     for metric, series in readings.get("metrics", {}).items():
         for s in series:
             value = s["value"] if isinstance(s["value"], int | float) else None
-            labels = {**s["labels"], "engine": engine["name"], "kind": engine.get("kind", "")}
-            yield _sample(key, t, "engine", metric, value, labels, None, str(s["value"]))
+            yield _sample(
+                key, t, "engine", metric, value, {**s["labels"], **labels}, None, str(s["value"])
+            )
 
 
 def _ms(epoch_ms: Any) -> str | None:

@@ -1,0 +1,157 @@
+"""Name the fault of one bundle, and show the working.
+
+Every catalog entry is scored by its rule; the verdict is the top one, `ambiguous` when
+the top two are within AMBIGUOUS_WITHIN points (collect more evidence rather than pick
+the interesting one), `no-fault` when the instruments were there and nothing scored
+enough, and `insufficient-evidence` when too little was measurable to tell. The last
+two are different claims: one about the machine, the other about the instruments.
+The JSON is the contract of the design document.
+"""
+
+import tomllib
+from typing import Any
+
+import duckdb
+import orjson
+
+from analyze.facts import Facts, derive
+from analyze.rules import RULES
+from schemas import SCHEMA_DIR
+
+MIN_SCORE = 3  # less than one distinguishing observation is not a verdict
+AMBIGUOUS_WITHIN = 1
+# What a verdict of no-fault needs measured; without them the answer is about the instruments.
+CORE = ("memory", "pressure", "processes")
+# For the pairs the seeds warn are confused: what would separate them.
+SEPARATE = {
+    frozenset(
+        {"context-creep", "leak-ratchet"}
+    ): "whether the rise tracks the KV-cache metric (creep) or is independent of it (leak)",
+    frozenset(
+        {"concurrency-overload", "context-creep"}
+    ): "whether requests running rose (concurrency) or stayed flat while context grew (creep)",
+    frozenset(
+        {"swap-not-unloaded", "leak-ratchet"}
+    ): "whether the model manager's loaded set disagrees with resident memory (swap) or the "
+    "floor rises burst after burst (leak)",
+    frozenset(
+        {"idle-squatter", "swap-not-unloaded"}
+    ): "whether the holder is an engine with an empty queue (squatter) or a model its "
+    "manager forgot (swap)",
+    frozenset(
+        {"memory-pressure-stall", "wedged-no-progress"}
+    ): "whether the work advanced slowly under stall (pressure) or not at all (wedged)",
+    frozenset(
+        {"false-liveness", "wedged-no-progress"}
+    ): "whether the engine answers a request at all (liveness) or answers but makes no "
+    "progress (wedged)",
+}
+
+
+def catalog() -> dict[str, Any]:
+    return tomllib.loads((SCHEMA_DIR / "faults.toml").read_text())
+
+
+def classify(con: duckdb.DuckDBPyConnection, bundle_id: str) -> dict[str, Any]:
+    facts = derive(con, bundle_id)
+    book = catalog()
+    candidates = []
+    for order, entry in enumerate(book["fault"]):
+        judgement = RULES[entry["id"]](facts)
+        candidates.append(
+            (
+                order,
+                {
+                    "fault": entry["id"],
+                    "title": entry["title"],
+                    "score": judgement.score,
+                    "evidence_for": judgement.evidence_for,
+                    "evidence_against": judgement.evidence_against,
+                    "missing": judgement.missing,
+                    "settle": entry["settle"],
+                    "fix": entry["fix"],
+                    "guard_rail": entry["guard_rail"],
+                },
+            )
+        )
+    ranked = [c for _, c in sorted(candidates, key=lambda oc: (-oc[1]["score"], oc[0]))]
+    verdict, findings = _verdict(facts, ranked)
+    return {
+        "bundle_id": bundle_id,
+        "host": facts.bundle["host"],
+        "rules_version": book["rules_version"],
+        "verdict": verdict,
+        "candidates": ranked,
+        "gaps": _gaps(facts),
+        "findings": findings,
+        "context": _context(facts),
+    }
+
+
+def _verdict(facts: Facts, ranked: list[dict[str, Any]]) -> tuple[str, list[str]]:
+    top, second = ranked[0], ranked[1]
+    findings = []
+    if top["score"] >= MIN_SCORE and second["score"] >= top["score"] - AMBIGUOUS_WITHIN:
+        pair = frozenset({top["fault"], second["fault"]})
+        split = SEPARATE.get(pair, "evidence that speaks for one and against the other")
+        findings.append(
+            f"{top['fault']} and {second['fault']} score within "
+            f"{AMBIGUOUS_WITHIN} point: collect more evidence; what separates them "
+            f"is {split}"
+        )
+        return "ambiguous", findings
+    if top["score"] >= MIN_SCORE:
+        return top["fault"], findings
+    unmeasured = [p for p in CORE if not facts.measured(p)]
+    if unmeasured or not facts.has("memory_used"):
+        findings.append(
+            "too little was measurable to tell: "
+            + (", ".join(unmeasured) if unmeasured else "no memory series")
+            + " missing"
+        )
+        return "insufficient-evidence", findings
+    findings.append("the measured sources look healthy: no rule found enough evidence")
+    return "no-fault", findings
+
+
+def _gaps(facts: Facts) -> list[dict[str, Any]]:
+    gaps = [
+        {"source": probe, "status": status, "reason": reason}
+        for probe, (status, reason) in sorted(facts.probes.items())
+        if status != "ok"
+    ]
+    for device in facts.gpu_devices:
+        for field, why in (_json(device["unavailable"]) or {}).items():
+            gaps.append(
+                {
+                    "source": f"gpu{device['device_index']}.{field}",
+                    "status": why["status"],
+                    "reason": why["reason"],
+                }
+            )
+    for query, (status, reason) in sorted(facts.prometheus.items()):
+        if status != "ok":
+            gaps.append({"source": f"prometheus.{query}", "status": status, "reason": reason})
+    return gaps
+
+
+def _json(value: Any) -> Any:
+    return orjson.loads(value) if isinstance(value, str) else value
+
+
+def _context(facts: Facts) -> dict[str, Any]:
+    """What the human report shows before the candidates, in the seeds' order."""
+    b = facts.bundle
+    gateway = facts.series.get("gateway_up", [])
+    down = next((t for t, v in gateway if v == 0), None)
+    return {
+        "trigger": f"{b['trigger_kind']}" + (f":{b['trigger_name']}" if b["trigger_name"] else ""),
+        "started_at": b["started_at"].isoformat(),
+        "gateway_down_at": down,
+        "series": {
+            name: {"origin": facts.origin.get(name), "points": len(points)}
+            for name, points in sorted(facts.series.items())
+        },
+        "log_tags": {tag: len(lines) for tag, lines in sorted(facts.lines.items())},
+        "unmeasured": facts.unmeasured,
+    }

@@ -1,0 +1,261 @@
+"""Facts about one bundle, derived from the archive: the only thing the rules read.
+
+Invariants:
+- A fact that was not measured is absent from `series` (or None), and its source is in
+  `unmeasured` with the reason: rules never see a 0 for "unknown".
+- Each logical series comes from the source that covers the most time: the Prometheus
+  history in the bundle (hours, days) or the bundle's own samples (the window).
+- Reading only: the archive is queried, never written.
+"""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import duckdb
+
+Series = list[tuple[float, float | None]]
+
+# Logical series -> where each source keeps it. Prometheus: the query names of the
+# prometheus probe; engines: metric names, summed over engines and labels per instant.
+_PROMETHEUS = {
+    "accelerator_used": "accelerator_memory_used",
+    "accelerator_total": "accelerator_memory_total",
+    "kv_cache": "kv_cache_usage",
+    "context_high_water": "context_high_water",
+    "requests_running": "requests_running",
+    "requests_waiting": "requests_waiting",
+    "available": "host_memory_available",
+    "gateway_up": "gateway_up",
+    "engine_up": "engine_up",
+}
+# An engine's own word for "working on something": any of these above zero.
+BUSY_METRICS = (
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "sglang:num_running_reqs",
+    "sglang:num_queue_reqs",
+    "llamacpp:requests_processing",
+    "llamacpp:requests_deferred",
+    "/queue:running",
+    "/queue:pending",
+    "/slots:busy",
+    "/sdapi/v1/progress:progress",
+)
+_ENGINE = {
+    "kv_cache": (
+        "vllm:kv_cache_usage_perc",
+        "vllm:gpu_cache_usage_perc",
+        "sglang:token_usage",
+        "llamacpp:kv_cache_usage_ratio",
+    ),
+    "context_high_water": ("llamacpp:n_tokens_max",),
+    "requests_running": (
+        "vllm:num_requests_running",
+        "sglang:num_running_reqs",
+        "llamacpp:requests_processing",
+    ),
+    "requests_waiting": (
+        "vllm:num_requests_waiting",
+        "sglang:num_queue_reqs",
+        "llamacpp:requests_deferred",
+    ),
+    "tokens_generated": (
+        "vllm:generation_tokens_total",
+        "sglang:generation_tokens_total",
+        "llamacpp:tokens_predicted_total",
+    ),
+}
+
+
+@dataclass
+class Facts:
+    bundle: dict[str, Any]
+    probes: dict[str, tuple[str, str | None]]
+    series: dict[str, Series] = field(default_factory=dict)
+    origin: dict[str, str] = field(default_factory=dict)
+    unmeasured: dict[str, str] = field(default_factory=dict)
+    prometheus: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    memory_total: float | None = None
+    processes: list[dict[str, Any]] = field(default_factory=list)
+    gpu_devices: list[dict[str, Any]] = field(default_factory=list)
+    gpu_processes: list[dict[str, Any]] = field(default_factory=list)
+    engines: list[dict[str, Any]] = field(default_factory=list)
+    models: list[dict[str, Any]] = field(default_factory=list)
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    lines: dict[str, list[str]] = field(default_factory=dict)  # tag -> kernel/log lines
+    previous: dict[str, Any] | None = None
+    engine_load: dict[str, list[float]] = field(default_factory=dict)  # engine -> busy readings
+
+    def measured(self, probe: str) -> bool:
+        return self.probes.get(probe, ("absent", None))[0] == "ok"
+
+    def has(self, name: str) -> bool:
+        return len([v for _, v in self.series.get(name, []) if v is not None]) >= 2
+
+
+def _rows(con: duckdb.DuckDBPyConnection, query: str, params: list[Any]) -> list[dict[str, Any]]:
+    cursor = con.execute(query, params)
+    names = [d[0] for d in cursor.description or []]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _ts(value: datetime) -> float:
+    return value.timestamp()
+
+
+def derive(con: duckdb.DuckDBPyConnection, bundle_id: str) -> Facts:
+    (bundle,) = _rows(con, "SELECT * FROM bundles WHERE bundle_id = ?", [bundle_id])
+    probes = {
+        r["probe"]: (r["status"], r["reason"])
+        for r in _rows(
+            con, "SELECT probe, status, reason FROM probes WHERE bundle_id = ?", [bundle_id]
+        )
+    }
+    facts = Facts(bundle=bundle, probes=probes)
+    for probe, (status, reason) in probes.items():
+        if status != "ok":
+            facts.unmeasured[probe] = f"{status}: {reason}"
+    _memory(con, facts, bundle_id)
+    _prometheus(con, facts, bundle_id)
+    _engine_series(con, facts, bundle_id)
+    _pressure(con, facts, bundle_id)
+    # Per engine, its busy readings summed at each instant: busy when any is above zero.
+    for engine, values in con.execute(
+        """SELECT engine, list(v ORDER BY t) FROM (
+               SELECT labels['engine'] AS engine, t, sum(value) AS v FROM samples
+               WHERE bundle_id = ? AND source = 'engine' AND list_contains(?, metric)
+                   AND value IS NOT NULL GROUP BY engine, t)
+           GROUP BY engine""",
+        [bundle_id, list(BUSY_METRICS)],
+    ).fetchall():
+        facts.engine_load[engine] = values
+    facts.processes = _rows(
+        con,
+        "SELECT pid, ppid, name, cmdline, rss_bytes, state FROM processes WHERE bundle_id = ?",
+        [bundle_id],
+    )
+    facts.gpu_devices = _rows(con, "SELECT * FROM gpu_devices WHERE bundle_id = ?", [bundle_id])
+    facts.gpu_processes = _rows(con, "SELECT * FROM gpu_processes WHERE bundle_id = ?", [bundle_id])
+    facts.engines = _rows(
+        con, "SELECT name, kind, url, status, reason FROM engines WHERE bundle_id = ?", [bundle_id]
+    )
+    facts.models = _rows(
+        con,
+        "SELECT engine, kind, model, state, size_bytes, size_vram_bytes, "
+        "source FROM engine_models WHERE bundle_id = ?",
+        [bundle_id],
+    )
+    facts.jobs = _rows(con, "SELECT * FROM engine_jobs WHERE bundle_id = ?", [bundle_id])
+    facts.checks = _rows(
+        con,
+        "SELECT name, kind, ok, status, reason, answer FROM health_checks WHERE bundle_id = ?",
+        [bundle_id],
+    )
+    for table in ("kernel_events", "log_events"):
+        for row in _rows(con, f"SELECT text, tags FROM {table} WHERE bundle_id = ?", [bundle_id]):
+            for tag in row["tags"]:
+                facts.lines.setdefault(tag, []).append(row["text"])
+    previous = _rows(
+        con,
+        """
+        SELECT b.bundle_id, b.boot_id, b.started_at,
+               min(m.available_bytes) AS min_available, max(m.total_bytes) AS total,
+               max(s.value) FILTER (WHERE s.metric = 'memory.full.avg10') AS psi_full
+        FROM bundles b LEFT JOIN host_memory m USING (bundle_id)
+        LEFT JOIN samples s ON s.bundle_id = b.bundle_id AND s.source = 'psi'
+        WHERE b.host = ? AND b.started_at < ? GROUP BY ALL
+        ORDER BY b.started_at DESC LIMIT 1""",
+        [bundle["host"], bundle["started_at"]],
+    )
+    facts.previous = previous[0] if previous else None
+    return facts
+
+
+def _memory(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) -> None:
+    rows = con.execute(
+        "SELECT t, used_bytes, available_bytes, total_bytes, swap_used_bytes "
+        "FROM host_memory WHERE bundle_id = ? ORDER BY t",
+        [bundle_id],
+    ).fetchall()
+    if not rows:
+        facts.unmeasured.setdefault("memory", "no meminfo readings in the bundle")
+        return
+    facts.memory_total = max((r[3] for r in rows if r[3] is not None), default=None)
+    for name, column in (("memory_used", 1), ("available", 2), ("swap_used", 4)):
+        facts.series[name] = [(_ts(r[0]), r[column]) for r in rows]
+        facts.origin[name] = "bundle"
+
+
+def _prometheus(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) -> None:
+    rows = con.execute(
+        """SELECT query, status, any_value(raw) FILTER (WHERE t IS NULL)
+                          FROM prometheus_series WHERE bundle_id = ? GROUP BY query, status""",
+        [bundle_id],
+    ).fetchall()
+    facts.prometheus = {q: (status, reason) for q, status, reason in rows}
+    for name, query in _PROMETHEUS.items():
+        status, reason = facts.prometheus.get(query, (None, None))
+        if status != "ok":
+            if status is not None:
+                facts.unmeasured.setdefault(f"prometheus:{query}", f"{status}: {reason}")
+            continue
+        points = con.execute(
+            """SELECT t, sum(value) FROM prometheus_series
+                                WHERE bundle_id = ? AND query = ? AND t IS NOT NULL
+                                GROUP BY t ORDER BY t""",
+            [bundle_id, query],
+        ).fetchall()
+        _prefer(facts, name, [(_ts(t), v) for t, v in points], "prometheus")
+    if facts.has("available") and facts.origin.get("available") == "prometheus":
+        total = facts.memory_total
+        if total:
+            facts.series["memory_used"] = [
+                (t, None if v is None else total - v) for t, v in facts.series["available"]
+            ]
+            facts.origin["memory_used"] = "prometheus"
+
+
+def _engine_series(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) -> None:
+    for name, metrics in _ENGINE.items():
+        # One reading per engine and instant (the freeze and a sample may share one), then
+        # summed over engines: the machine's load, not a double count.
+        points = con.execute(
+            """SELECT t, sum(v) FROM (
+                   SELECT t, labels['engine'] AS engine, max(value) AS v FROM samples
+                   WHERE bundle_id = ? AND source = 'engine' AND list_contains(?, metric)
+                   GROUP BY t, engine)
+               GROUP BY t ORDER BY t""",
+            [bundle_id, list(metrics)],
+        ).fetchall()
+        _prefer(facts, name, [(_ts(t), v) for t, v in points], "engines")
+
+
+def _pressure(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) -> None:
+    for name, source, metric in (
+        ("psi_some", "psi", "memory.some.avg10"),
+        ("psi_full", "psi", "memory.full.avg10"),
+        ("pswpout", "vmstat", "pswpout"),
+        ("refaults", "vmstat", "workingset_refault_anon"),
+    ):
+        points = con.execute(
+            "SELECT t, value FROM samples WHERE bundle_id = ? AND source = ? "
+            "AND metric = ? ORDER BY t",
+            [bundle_id, source, metric],
+        ).fetchall()
+        if points:
+            facts.series[name] = [(_ts(t), v) for t, v in points]
+            facts.origin[name] = "bundle"
+
+
+def _prefer(facts: Facts, name: str, points: Series, origin: str) -> None:
+    """Keep the source that covers more time; a series with one point covers none."""
+    known = [t for t, v in points if v is not None]
+    if len(known) < 2:
+        return
+    current = [t for t, v in facts.series.get(name, []) if v is not None]
+    if current and (current[-1] - current[0]) >= (known[-1] - known[0]):
+        return
+    facts.series[name] = points
+    facts.origin[name] = origin

@@ -1,0 +1,402 @@
+"""A bundle builder for the faults this machine cannot stage (no GPU, no engines, no
+model weights): each method adds one source in the collector's exact record format, and
+`write` seals the bundle with true checksums. The tests validate every built bundle
+against schemas/, so the builder cannot drift from the collector.
+
+    b = Builder("spark-1", at)
+    b.memory([(t, used_bytes), ...])           # memory.json + memory.samples.jsonl
+    b.engine("vllm-1", "vllm", {"vllm:kv_cache_usage_perc": [(t, 0.4), ...]})
+    b.prometheus({"host_memory_available": [(t, bytes), ...]})
+    bundle = b.write(archive)
+"""
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import orjson
+from synth import GIB, KB, iso, stamp
+
+Series = list[tuple[float, float]]
+
+
+class Builder:
+    def __init__(
+        self,
+        host: str,
+        at: float,
+        total: int = 128 * GIB,
+        boot_id: str = "boot-1",
+        uptime_s: float = 86400.0,
+        trigger: tuple[str, str | None] = ("manual", None),
+    ):
+        self.hostname, self.at, self.total, self.boot_id = host, at, total, boot_id
+        self.uptime_s, self.trigger = uptime_s, trigger
+        self.files: dict[str, bytes] = {}
+        self.probes: dict[str, dict[str, Any]] = {}
+
+    def _put(
+        self,
+        probe: str,
+        record: dict[str, Any],
+        lines: list[dict[str, Any]] = (),
+        status: str = "ok",
+        reason: str | None = None,
+    ) -> None:
+        name = f"{probe}.json"
+        self.files[name] = orjson.dumps({"probe": probe, "collected_at": iso(self.at), **record})
+        files = [name]
+        entry: dict[str, Any] = {"status": status, "reason": reason, "duration_ms": 1.0}
+        if lines:
+            self.files[f"{probe}.samples.jsonl"] = b"".join(orjson.dumps(x) + b"\n" for x in lines)
+            files.append(f"{probe}.samples.jsonl")
+            entry["sampling"] = {"samples": len(lines), "gaps": 0, "errors": 0, "last_error": None}
+        self.probes[probe] = {**entry, "files": files}
+
+    def absent(self, probe: str, reason: str) -> "Builder":
+        self.probes[probe] = {"status": "absent", "reason": reason, "duration_ms": 0.5, "files": []}
+        return self
+
+    def memory(self, used: Series, swap_used: int = 0, swap_total: int = 16 * GIB) -> "Builder":
+        def meminfo(u: float) -> dict[str, int]:
+            available = int(self.total - u)
+            return {
+                "MemTotal": self.total // KB,
+                "MemFree": available // (2 * KB),
+                "MemAvailable": available // KB,
+                "Buffers": 1024,
+                "Cached": 4096,
+                "SReclaimable": 1024,
+                "Shmem": 1024,
+                "SwapTotal": swap_total // KB,
+                "SwapFree": (swap_total - swap_used) // KB,
+            }
+
+        first = meminfo(used[0][1])
+        free = {
+            "total": self.total,
+            "used": int(used[0][1]),
+            "free": first["MemFree"] * KB,
+            "shared": 0,
+            "buff_cache": 0,
+            "available": first["MemAvailable"] * KB,
+            "swap_total": swap_total,
+            "swap_used": swap_used,
+            "swap_free": swap_total - swap_used,
+            "swap_devices": 1,
+        }
+        self._put(
+            "memory",
+            {"meminfo_kb": first, "swaps": [], "free": free},
+            [{"t": iso(t), "meminfo_kb": meminfo(u)} for t, u in used[1:]],
+        )
+        return self
+
+    def pressure(self, some: Series, full: Series | None = None) -> "Builder":
+        def psi(s: float, f: float) -> dict[str, Any]:
+            line = {"avg10": s, "avg60": s, "avg300": s, "total_us": int(s * 1e4)}
+            return {"memory": {"some": line, "full": {**line, "avg10": f, "avg60": f, "avg300": f}}}
+
+        fulls = dict(full or [])
+        self._put(
+            "pressure",
+            {
+                "system": psi(some[0][1], fulls.get(some[0][0], 0.0)),
+                "unavailable": {},
+                "cgroups": [],
+            },
+            [
+                {"t": iso(t), "system": psi(s, fulls.get(t, 0.0)), "cgroups": []}
+                for t, s in some[1:]
+            ],
+        )
+        return self
+
+    def vmstat(self, pswpout: Series) -> "Builder":
+        self._put(
+            "vmstat",
+            {"counters": {"pswpout": int(pswpout[0][1]), "oom_kill": 0}},
+            [{"t": iso(t), "counters": {"pswpout": int(v), "oom_kill": 0}} for t, v in pswpout[1:]],
+        )
+        return self
+
+    def processes(self, rows: list[dict[str, Any]]) -> "Builder":
+        full = [
+            {
+                "ppid": 1,
+                "pgid": r["pid"],
+                "cmdline": [r["name"]],
+                "user": "ai",
+                "state": "sleeping",
+                "swap_bytes": 0,
+                "start_time": iso(self.at - 3600),
+                "cgroup": "/",
+                **r,
+            }
+            for r in rows
+        ]
+        self._put("processes", {"count": len(full), "unread": 0, "processes": full})
+        return self
+
+    def host(self) -> "Builder":
+        self._put(
+            "host",
+            {
+                "hostname": self.hostname,
+                "boot_id": self.boot_id,
+                "kernel": "6.8.0",
+                "kernel_version": "#1",
+                "machine": "aarch64",
+                "os_release": None,
+                "cpus": 20,
+                "uptime_s": self.uptime_s,
+                "loadavg": [1.0, 1.0, 1.0],
+            },
+        )
+        return self
+
+    def kernel(self, lines: list[str]) -> "Builder":
+        self._put(
+            "kernel",
+            {
+                "source": "/dev/kmsg",
+                "records_read": len(lines),
+                "lines": [
+                    {
+                        "seq": 100 + i,
+                        "time": iso(self.at - 30),
+                        "uptime_s": self.uptime_s - 30,
+                        "level": 3,
+                        "facility": 0,
+                        "matched": True,
+                        "text": text,
+                    }
+                    for i, text in enumerate(lines)
+                ],
+            },
+        )
+        return self
+
+    def logs(self, lines: list[str], name: str = "engine") -> "Builder":
+        self._put(
+            "logs",
+            {
+                "sources": [
+                    {
+                        "name": name,
+                        "kind": "file",
+                        "target": "/var/log/x",
+                        "status": "ok",
+                        "size": 100,
+                        "mtime": iso(self.at),
+                        "bytes": 100,
+                        "truncated": False,
+                        "lines": lines,
+                    }
+                ]
+            },
+        )
+        return self
+
+    def gpu(
+        self,
+        name: str = "NVIDIA GB10",
+        total: int | None = None,
+        used: int | None = None,
+        processes: list[tuple[int, str, int]] = (),
+        unified: bool = True,
+    ) -> "Builder":
+        unavailable = (
+            {}
+            if total is not None
+            else {"memory": {"status": "unsupported", "reason": "Not Supported"}}
+        )
+        device = {
+            "index": 0,
+            "vendor": "nvidia",
+            "name": name,
+            "uuid": "GPU-1",
+            "pci_bus_id": "0000000F:01:00.0",
+            "memory_total_bytes": total,
+            "memory_used_bytes": used,
+            "memory_free_bytes": None,
+            "memory_reserved_bytes": None,
+            "memory_api": "v2" if total else None,
+            "utilization_gpu_pct": 90,
+            "utilization_memory_pct": 10,
+            "sm_clock_mhz": 2000,
+            "sm_clock_max_mhz": 3000,
+            "power_w": 50.0,
+            "temperature_c": 60,
+            "clock_event_reasons": [],
+            "unified_memory": unified,
+            "unified_memory_basis": "test",
+            "unavailable": unavailable,
+            "processes": [
+                {"pid": pid, "type": "compute", "used_bytes": b, "name": n, "cmdline": [n]}
+                for pid, n, b in processes
+            ],
+        }
+        self._put(
+            "gpu",
+            {
+                "nvidia": {
+                    "backend": "nvml",
+                    "driver_version": "580.95.05",
+                    "cuda_driver_version": 13000,
+                    "nvml_version": "13",
+                    "devices": [device],
+                    "status": "ok",
+                    "reason": None,
+                    "xid_events": None,
+                },
+                "amd": {"status": "absent", "reason": "none", "devices": []},
+            },
+        )
+        return self
+
+    def engines(
+        self, engines: list[dict[str, Any]], samples: list[tuple[float, list]] = ()
+    ) -> "Builder":
+        """engines: records as the engines probe writes them; see `engine` for the common case."""
+        self._put(
+            "engines",
+            {"source": "config", "engines": engines, "discovery": []},
+            [{"t": iso(t), "engines": e} for t, e in samples],
+        )
+        return self
+
+    def prometheus(self, queries: dict[str, Series], absent: tuple[str, ...] = ()) -> "Builder":
+        entries = [
+            {
+                "name": name,
+                "expr": name,
+                "status": "ok",
+                "reason": None,
+                "series": [
+                    {"metric": {"job": "test"}, "values": [[t, repr(float(v))] for t, v in points]}
+                ],
+            }
+            for name, points in queries.items()
+        ]
+        entries += [
+            {
+                "name": name,
+                "expr": name,
+                "status": "absent",
+                "reason": "no series: nothing publishes this here",
+                "series": [],
+            }
+            for name in absent
+        ]
+        start = min((p[0][0] for p in queries.values() if p), default=self.at - 86400)
+        self._put(
+            "prometheus",
+            {
+                "url": "http://127.0.0.1:9090",
+                "version": "2.42.0",
+                "start": iso(start),
+                "end": iso(self.at),
+                "step_s": 300,
+                "queries": entries,
+            },
+        )
+        return self
+
+    def checks(self, checks: list[dict[str, Any]]) -> "Builder":
+        self._put(
+            "health",
+            {
+                "checks": [
+                    {
+                        "target": "http://127.0.0.1:1",
+                        "elapsed_ms": 10.0,
+                        "timeout_s": 10,
+                        "reason": None,
+                        **c,
+                    }
+                    for c in checks
+                ]
+            },
+        )
+        return self
+
+    def write(self, archive: Path) -> Path:
+        kind, name = self.trigger
+        bundle = archive / "bundles" / self.hostname / f"{stamp(self.at)}_{kind}"
+        bundle.mkdir(parents=True)
+        files = []
+        for fname, data in sorted(self.files.items()):
+            (bundle / fname).write_bytes(data)
+            files.append(
+                {
+                    "name": fname,
+                    "probe": fname.split(".")[0],
+                    "bytes": len(data),
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                }
+            )
+        digest = hashlib.sha256(self.hostname.encode()).hexdigest()
+        manifest = {
+            "schema_version": 1,
+            "bundle_id": f"{stamp(self.at)}-{digest[:12]}",
+            "host": {
+                "hostname": self.hostname,
+                "boot_id": self.boot_id,
+                "kernel": "6.8.0",
+                "uptime_s": self.uptime_s,
+            },
+            "trigger": {"kind": kind, "name": name, "detail": None, "fired_at": iso(self.at)},
+            "collector": {"version": "0.1.0", "pid": 1234},
+            "config_source": None,
+            "started_at": iso(self.at),
+            "finished_at": iso(self.at + 30),
+            "window_s": 30.0,
+            "complete": True,
+            "partial_reason": None,
+            "probes": self.probes,
+            "files": files,
+            "dropped": [],
+        }
+        (bundle / "manifest.json").write_bytes(orjson.dumps(manifest))
+        return bundle
+
+
+def engine(
+    name: str,
+    kind: str,
+    metrics: dict[str, float] | None = None,
+    readings: dict[str, dict[str, Any]] | None = None,
+    status: str = "ok",
+) -> dict[str, Any]:
+    """One engine record: /metrics readings from `metrics`, other endpoints from `readings`."""
+    endpoints: dict[str, Any] = {}
+    if metrics is not None:
+        endpoints["/metrics"] = {
+            "status": "ok",
+            "reason": None,
+            "http_status": 200,
+            "elapsed_ms": 2.0,
+            "readings": {
+                "metrics": {m: [{"labels": {}, "value": v}] for m, v in metrics.items()},
+                "absent": [],
+                "samples_total": len(metrics),
+            },
+        }
+    for path, reading in (readings or {}).items():
+        endpoints[path] = {
+            "status": "ok",
+            "reason": None,
+            "http_status": 200,
+            "elapsed_ms": 2.0,
+            "readings": reading,
+        }
+    reason = None if status == "ok" else "no answer within 1 s"
+    return {
+        "name": name,
+        "kind": kind,
+        "url": "http://127.0.0.1:1",
+        "status": status,
+        "reason": reason,
+        "endpoints": endpoints,
+    }

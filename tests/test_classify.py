@@ -1,0 +1,444 @@
+"""Every fault of the catalog named from its evidence, and not from its look-alike.
+
+Bundles come from tests/builder.py (the faults this machine cannot stage), validated
+against schemas/ before they are classified, so what is classified is what the
+collector would have written.
+"""
+
+import random
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+import pytest
+from builder import Builder, engine
+from conftest import bundle_errors, run_evidence
+
+from analyze.classify import catalog, classify
+from analyze.ingest import connect, ingest
+
+GIB = 1024**3
+AT = datetime(2026, 11, 10, 3, tzinfo=UTC).timestamp()  # the small hours
+DAY = [AT - 86400 + i * 300 for i in range(288)]  # a day of Prometheus at a 5 min step
+WINDOW = [AT + i for i in range(30)]  # the bundle's own 30 one-second samples
+TOTAL = 128 * GIB
+
+
+def noisy(values: list[float], scale: float, seed: int = 1) -> list[float]:
+    rng = random.Random(seed)
+    return [v + rng.uniform(-scale, scale) for v in values]
+
+
+def base(host: str = "spark-1", **kwargs) -> Builder:
+    """A bundle whose core sources (memory, pressure, processes, host, kernel, logs) were
+    all measured and look quiet; each test adds the evidence of its fault."""
+    b = Builder(host, AT, total=TOTAL, **kwargs)
+    b.memory([(t, 40 * GIB + (t - AT) * 1e5) for t in WINDOW])
+    b.pressure([(t, 0.0) for t in WINDOW])
+    b.processes([{"pid": 100 + i, "name": "worker", "rss_bytes": GIB} for i in range(5)])
+    b.host().kernel([]).logs(["server listening on 127.0.0.1:8080"])
+    return b
+
+
+def verdict(tmp_path: Path, *builders: Builder) -> dict:
+    bundles = [b.write(tmp_path) for b in builders]
+    for bundle in bundles:
+        assert bundle_errors(bundle) == []
+    summary = ingest(tmp_path)
+    assert not summary.quarantined, summary.quarantined
+    con = connect(tmp_path, read_only=True)
+    try:
+        last = orjson.loads((bundles[-1] / "manifest.json").read_bytes())["bundle_id"]
+        return classify(con, last)
+    finally:
+        con.close()
+
+
+def scores(result: dict) -> dict[str, int]:
+    return {c["fault"]: c["score"] for c in result["candidates"]}
+
+
+def available(used: list[float]) -> list[tuple[float, float]]:
+    return [(t, TOTAL - u) for t, u in zip(DAY, used, strict=True)]
+
+
+def ratcheting() -> list[float]:
+    """Bursts every two hours; after each the floor sits 1.5 GiB higher and never returns."""
+    out = []
+    for i in range(len(DAY)):
+        burst = 1 if (i % 24) in (10, 11, 12) else 0
+        after = (i - 13) // 24 + 1 if i >= 13 else 0  # bursts already over: each left 1.5 GiB
+        out.append(30 * GIB + after * 1.5 * GIB + burst * 12 * GIB)
+    return noisy(out, 0.2 * GIB)
+
+
+def healthy_bursts() -> list[float]:
+    out = [30 * GIB + (12 * GIB if (i % 24) in (10, 11, 12) else 0) for i in range(len(DAY))]
+    return noisy(out, 0.2 * GIB)
+
+
+# -- the four overnight faults, and their look-alikes ------------------------------------------
+
+
+def test_leak_ratchet(tmp_path):
+    b = base().prometheus(
+        {
+            "host_memory_available": available(ratcheting()),
+            "kv_cache_usage": [(t, 0.3) for t in DAY],
+        }
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "leak-ratchet", scores(result)
+
+
+def test_a_flat_floor_with_bursts_is_not_a_leak(tmp_path):
+    b = base().prometheus(
+        {
+            "host_memory_available": available(healthy_bursts()),
+            "kv_cache_usage": [(t, 0.3) for t in DAY],
+            "requests_waiting": [(t, 0.0) for t in DAY],
+        }
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "no-fault", scores(result)
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert any("flat" in e for e in leak["evidence_against"])
+
+
+def test_context_creep_tracks_the_cache_with_flat_load(tmp_path):
+    climb = noisy([30 * GIB + i * 0.15 * GIB for i in range(len(DAY))], 0.1 * GIB)
+    b = base().prometheus(
+        {
+            "host_memory_available": available(climb),
+            "kv_cache_usage": [(t, 0.2 + 0.75 * i / len(DAY)) for i, t in enumerate(DAY)],
+            "requests_running": [(t, 4.0) for t in DAY],
+            "requests_waiting": [(t, 0.0) for t in DAY],
+        }
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "context-creep", scores(result)
+    assert scores(result)["leak-ratchet"] < scores(result)["context-creep"]
+
+
+def test_concurrency_overload_is_sustained_waiting(tmp_path):
+    b = base().prometheus(
+        {
+            "host_memory_available": available(healthy_bursts()),
+            "requests_running": [(t, 4.0) for t in DAY],
+            "requests_waiting": [(t, 6.0 if i > 150 else 0.0) for i, t in enumerate(DAY)],
+            "kv_cache_usage": [(t, 0.5) for t in DAY],
+        }
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "concurrency-overload", scores(result)
+    assert scores(result)["context-creep"] < 3
+
+
+def test_swap_never_unloaded_is_two_sources_disagreeing(tmp_path):
+    step = [30 * GIB if i < 200 else 62 * GIB for i in range(len(DAY))]
+    swap = engine(
+        "swap",
+        "llama-swap",
+        readings={
+            "/running": {
+                "models": [{"model": "qwen3-30b", "state": "ready"}],
+                "loaded": ["qwen3-30b"],
+            }
+        },
+    )
+    b = (
+        base()
+        .prometheus({"host_memory_available": available(noisy(step, 0.2 * GIB))})
+        .engines([swap])
+        .gpu(processes=[(4001, "llama-server", 30 * GIB), (4002, "llama-server", 32 * GIB)])
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+    top = result["candidates"][0]
+    assert any("two sources disagree" in e for e in top["evidence_for"])
+
+
+def test_an_idle_squatter_is_not_a_forgotten_model(tmp_path):
+    comfy = engine(
+        "comfy", "comfyui", readings={"/queue": {"running": 0, "pending": 0, "running_ids": []}}
+    )
+    swap = engine(
+        "swap",
+        "llama-swap",
+        readings={
+            "/running": {
+                "models": [{"model": "qwen3-30b", "state": "ready"}],
+                "loaded": ["qwen3-30b"],
+            }
+        },
+    )
+    b = (
+        base()
+        .engines([comfy, swap], [(t, [comfy, swap]) for t in WINDOW[::5]])
+        .gpu(processes=[(4001, "llama-server", 30 * GIB), (5001, "comfyui", 7 * GIB)])
+    )
+    b.processes(
+        [
+            {
+                "pid": 5001,
+                "name": "python3",
+                "rss_bytes": 3 * GIB,
+                "cmdline": ["python3", "/opt/ComfyUI/main.py"],
+            }
+        ]
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "idle-squatter", scores(result)
+    assert scores(result)["swap-not-unloaded"] < 3
+
+
+# -- the machine, the accelerator, the pool ----------------------------------------------------
+
+
+def test_host_exhaustion_from_the_kernel_and_the_collapse(tmp_path):
+    kill = (
+        "Out of memory: Killed process 4321 (python3) total-vm:66093824kB, "
+        "anon-rss:31245380kB, file-rss:4096kB, shmem-rss:0kB, UID:1000 pgtables:65288kB "
+        "oom_score_adj:0"
+    )
+    b = base().kernel(["python3 invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE)", kill])
+    b.memory([(t, TOTAL - (2 * GIB if t > AT + 20 else 30 * GIB)) for t in WINDOW])
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "host-exhaustion", scores(result)
+
+
+def test_accelerator_oom_is_confirmed_by_its_line(tmp_path):
+    b = base().logs(
+        [
+            "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 8192.00 MiB on "
+            "device 0: cudaMalloc failed: out of memory"
+        ]
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "accelerator-oom", scores(result)
+
+
+def test_memory_pressure_stall(tmp_path):
+    b = base().pressure([(t, 45.0) for t in WINDOW], [(t, 15.0) for t in WINDOW])
+    b.vmstat([(t, 1000 + i * 500) for i, t in enumerate(WINDOW)])
+    b.memory([(t, 120 * GIB) for t in WINDOW], swap_used=16 * GIB - GIB)
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "memory-pressure-stall", scores(result)
+    assert scores(result)["wedged-no-progress"] == 0
+
+
+def test_build_swarm(tmp_path):
+    b = base().processes(
+        [{"pid": 200 + i, "name": "cc1plus", "rss_bytes": 6 * GIB} for i in range(8)]
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "build-swarm", scores(result)
+
+
+def test_orphaned_gpu_holder(tmp_path):
+    vllm = engine("vllm-1", "vllm", status="absent")
+    b = base().engines([vllm]).gpu(processes=[(6001, "python3", 20 * GIB)])
+    b.processes(
+        [
+            {
+                "pid": 6001,
+                "ppid": 1,
+                "name": "python3",
+                "rss_bytes": 2 * GIB,
+                "cmdline": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+            }
+        ]
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "orphaned-gpu-holder", scores(result)
+
+
+# -- the layer that fails ----------------------------------------------------------------------
+
+
+def test_false_liveness(tmp_path):
+    b = base().checks(
+        [
+            {"name": "port", "kind": "tcp", "ok": True, "status": "ok", "answer": {}},
+            {
+                "name": "gateway",
+                "kind": "completion",
+                "ok": False,
+                "status": "timeout",
+                "reason": "no answer within 60 s",
+                "answer": {},
+            },
+        ]
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "false-liveness", scores(result)
+
+
+def test_silent_empty_result(tmp_path):
+    b = base().checks(
+        [
+            {
+                "name": "gateway",
+                "kind": "completion",
+                "ok": False,
+                "status": "failed",
+                "reason": "the content is empty",
+                "answer": {
+                    "http_status": 200,
+                    "finish_reason": "stop",
+                    "content_chars": 0,
+                    "reasoning_chars": 4012,
+                },
+            }
+        ]
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "silent-empty-result", scores(result)
+
+
+def _engine_at(kind: str, name: str, running: float, tokens: float) -> dict:
+    return engine(
+        name,
+        kind,
+        metrics={
+            "vllm:num_requests_running": running,
+            "vllm:num_requests_waiting": 0.0,
+            "vllm:generation_tokens_total": tokens,
+        },
+    )
+
+
+def test_wedged_is_busy_with_no_progress(tmp_path):
+    samples = [(t, [_engine_at("vllm", "vllm-1", 2, 5000)]) for t in WINDOW[::5]]
+    b = base().engines([_engine_at("vllm", "vllm-1", 2, 5000)], samples)
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "wedged-no-progress", scores(result)
+
+
+def test_busy_but_progressing_is_not_wedged(tmp_path):
+    samples = [
+        (t, [_engine_at("vllm", "vllm-1", 2, 5000 + i * 300)]) for i, t in enumerate(WINDOW[::5])
+    ]
+    b = base().engines([_engine_at("vllm", "vllm-1", 2, 5000)], samples)
+    result = verdict(tmp_path, b)
+    assert scores(result)["wedged-no-progress"] == 0
+    wedged = next(c for c in result["candidates"] if c["fault"] == "wedged-no-progress")
+    assert any("progressing" in e for e in wedged["evidence_against"])
+
+
+def test_orphaned_result(tmp_path):
+    job = {
+        "prompt_id": "a1b2",
+        "status": "success",
+        "completed": True,
+        "outputs": [
+            {
+                "node": "9",
+                "kind": "images",
+                "filename": "ComfyUI_00042_.png",
+                "subfolder": "",
+                "type": "output",
+            }
+        ],
+        "execution_start": int((AT - 900) * 1000),
+        "execution_success": int((AT - 600) * 1000),
+    }
+    comfy = engine("comfy", "comfyui", readings={"/history?max_items=20": {"jobs": [job]}})
+    b = base(trigger=("healthcheck", "render-watcher")).engines([comfy])
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "orphaned-result", scores(result)
+
+
+def test_power_cycled_after_severe_pressure(tmp_path):
+    before = base(boot_id="boot-1")
+    before.at = AT - 3600
+    before.memory([(AT - 3600 + i, TOTAL - GIB) for i in range(30)])
+    after = base(boot_id="boot-2", uptime_s=600)
+    result = verdict(tmp_path, before, after)
+    assert result["verdict"] == "power-cycled", scores(result)
+
+
+def test_admission_without_a_budget(tmp_path):
+    manager = engine(
+        "ollama",
+        "ollama",
+        readings={
+            "/api/ps": {
+                "models": [
+                    {"name": "llama3.3:70b", "state": "starting", "size": 43 * GIB, "size_vram": 0}
+                ]
+            }
+        },
+    )
+    b = base().engines([manager])
+    b.memory([(t, TOTAL - 20 * GIB) for t in WINDOW])
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "admission-overcommit", scores(result)
+
+
+# -- the verdicts that are not a fault ---------------------------------------------------------
+
+
+def test_too_little_measured_is_insufficient_evidence_not_no_fault(tmp_path):
+    b = Builder("blind-1", AT, total=TOTAL).host().absent("memory", "/proc/meminfo: denied")
+    b.absent("pressure", "kernel without PSI").absent("processes", "timeout")
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "insufficient-evidence"
+    assert {g["source"] for g in result["gaps"]} >= {"memory", "pressure", "processes"}
+
+
+def test_the_contract_lists_every_fault_even_at_zero(tmp_path):
+    result = verdict(tmp_path, base())
+    ids = [f["id"] for f in catalog()["fault"]]
+    assert sorted(c["fault"] for c in result["candidates"]) == sorted(ids)
+    assert len(ids) == 16
+    scores_in_order = [c["score"] for c in result["candidates"]]
+    assert scores_in_order == sorted(scores_in_order, reverse=True)
+    for c in result["candidates"]:
+        assert set(c) == {
+            "fault",
+            "title",
+            "score",
+            "evidence_for",
+            "evidence_against",
+            "missing",
+            "settle",
+            "fix",
+            "guard_rail",
+        }
+    assert set(result) >= {
+        "bundle_id",
+        "verdict",
+        "candidates",
+        "gaps",
+        "findings",
+        "rules_version",
+    }
+
+
+def test_the_command_speaks_json_and_reads_in_the_seeds_order(tmp_path):
+    bundle = base().logs(["CUDA error: out of memory"]).write(tmp_path)
+    as_json = run_evidence("classify", str(bundle), "--archive", str(tmp_path), "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert orjson.loads(as_json.stdout)["verdict"] == "accelerator-oom"
+    human = run_evidence("classify", "latest", "--archive", str(tmp_path)).stdout
+    order = [
+        "1. When",
+        "2. Memory",
+        "3. Did the load change",
+        "4. What the logs said",
+        "5. Candidates",
+        "6. What was not measurable",
+    ]
+    positions = [human.index(h) for h in order]
+    assert positions == sorted(positions)
+    assert "accelerator-oom" in human.splitlines()[0]
+    missing = run_evidence("classify", "no-such-bundle", "--archive", str(tmp_path))
+    assert missing.returncode == 2 and "no bundle" in missing.stderr
+
+
+@pytest.mark.parametrize("fault", [f["id"] for f in catalog()["fault"]])
+def test_every_catalog_entry_reads_without_python(fault):
+    entry = next(f for f in catalog()["fault"] if f["id"] == fault)
+    for key in ("title", "looks_for", "against", "settle", "fix", "guard_rail"):
+        assert len(entry[key]) > 20, (fault, key)
