@@ -17,8 +17,6 @@ Run: .venv/bin/python bench/archive_bench.py [--bundles N] [--hosts N] [--window
 import argparse
 import datetime
 import math
-import os
-import platform
 import random
 import shutil
 import sys
@@ -29,12 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchlib import Row, fmt_mb, fmt_s, machine, render, verdict
+
 REPO = Path(__file__).resolve().parent.parent
 # synth lives beside the tests, not in the package; the repository root goes first so
 # that `analyze` is this checkout's even where the package is not installed.
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-MB = 1_000_000  # decimal megabytes, as capture_bench prints them
 
 GOAL_INGEST_RATIO = 3.0  # ingest wall / plain read_json wall
 GOAL_BASELINE_S = 1.0
@@ -51,14 +50,6 @@ OOM = (
 
 
 @dataclass
-class Row:
-    measure: str
-    goal: str
-    measured: str
-    verdict: str = ""
-
-
-@dataclass
 class Archive:
     root: Path
     hosts: list[str]
@@ -70,52 +61,10 @@ class Archive:
     kinds: list[str]  # file names the bundles hold, e.g. memory.samples.jsonl
 
 
-def verdict(ok: bool) -> str:
-    return "met" if ok else "missed"
-
-
-def fmt_s(seconds: float) -> str:
-    return f"{seconds:.3f} s"
-
-
-def fmt_mb(size: float) -> str:
-    return f"{size / MB:.1f} MB"
-
-
-def meminfo_total_bytes() -> int:
-    with open("/proc/meminfo", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def header() -> str:
     import duckdb
 
-    uname = os.uname()
-    return "\n".join(
-        [
-            "evidence archive benchmark",
-            f"date:    {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
-            f"machine: {uname.nodename}, {os.cpu_count()} cores ({cpu_model()}), "
-            f"{meminfo_total_bytes() / 2**30:.1f} GiB memory",
-            f"kernel:  {uname.sysname} {uname.release} ({uname.machine})",
-            f"python:  {platform.python_version()} ({sys.executable})",
-            f"duckdb:  {duckdb.__version__}",
-        ]
-    )
+    return "\n".join([*machine("evidence archive benchmark"), f"duckdb:  {duckdb.__version__}"])
 
 
 def generate(root: Path, bundles: int, n_hosts: int, window: int) -> Archive:
@@ -218,23 +167,6 @@ def measure_floor(
 def file_bytes(path: Path) -> int:
     # A database left unclosed would also have a .wal; after a clean close there is none.
     return sum(p.stat().st_size for p in (path, path.with_name(path.name + ".wal")) if p.exists())
-
-
-def render(rows: list[Row]) -> str:
-    heads = ("measure", "goal", "measured", "verdict")
-    widths = [max(len(h), *(len(getattr(r, h)) for r in rows)) for h in heads]
-    lines = []
-    for i, row in enumerate([Row(*heads), *rows]):
-        cells = [row.measure, row.goal, row.measured, row.verdict]
-        lines.append(
-            "  ".join(
-                c.rjust(w) if j == 2 else c.ljust(w)
-                for j, (c, w) in enumerate(zip(cells, widths, strict=True))
-            ).rstrip()
-        )
-        if i == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def bench(args: argparse.Namespace, scratch: Path) -> int:

@@ -9,10 +9,8 @@ Run: .venv/bin/python bench/capture_bench.py [--runs N] [--window S] [--sos-runs
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import resource
 import shutil
 import statistics
@@ -24,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-MB = 1_000_000  # decimal megabytes: the stricter reading of "60 MB" and "5 MB"
+from benchlib import MB, Row, fmt_mb, fmt_s, machine, render, verdict
 
 GOAL_FREEZE_S = 0.5
 GOAL_CPU_S = 1.0
@@ -83,14 +81,6 @@ class BenchError(Exception):
 
 
 @dataclass
-class Row:
-    measure: str
-    goal: str
-    measured: str
-    verdict: str = ""
-
-
-@dataclass
 class Timed:
     wall_s: float
     rc: int
@@ -110,37 +100,6 @@ def run_timed(cmd: list[str], env: dict[str, str] | None = None) -> Timed:
     return Timed(wall, proc.returncode, cpu, proc.stderr.decode("utf-8", "replace"))
 
 
-def verdict(ok: bool) -> str:
-    return "met" if ok else "missed"
-
-
-def fmt_s(seconds: float) -> str:
-    return f"{seconds:.3f} s"
-
-
-def fmt_mb(size: float) -> str:
-    return f"{size / MB:.2f} MB"
-
-
-def meminfo_total_bytes() -> int:
-    with open("/proc/meminfo", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def config_note() -> str:
     # A config file on the machine would change the caps, and "default caps" is the goal.
     for path in (Path("/etc/evidence/config.toml"), Path("~/.config/evidence/config.toml")):
@@ -150,17 +109,8 @@ def config_note() -> str:
 
 
 def header() -> str:
-    uname = os.uname()
-    lines = [
-        "evidence capture benchmark",
-        f"date:    {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
-        f"machine: {uname.nodename}, {os.cpu_count()} cores ({cpu_model()}), "
-        f"{meminfo_total_bytes() / 2**30:.1f} GiB memory",
-        f"kernel:  {uname.sysname} {uname.release} ({uname.machine})",
-        f"python:  {platform.python_version()} ({sys.executable})",
-        f"config:  {config_note()}",
-        f"user:    uid {os.getuid()}",
-    ]
+    lines = machine("evidence capture benchmark")
+    lines += [f"config:  {config_note()}", f"user:    uid {os.getuid()}"]
     return "\n".join(lines)
 
 
@@ -274,31 +224,6 @@ def measure_bare(runs: int, scratch: Path) -> list[float]:
         out.unlink()
         walls.append(timed.wall_s)
     return walls
-
-
-def render(rows: list[Row]) -> str:
-    widths = [
-        max(len(h), *(len(getattr(r, f)) for r in rows))
-        for h, f in (
-            ("measure", "measure"),
-            ("goal", "goal"),
-            ("measured", "measured"),
-            ("verdict", "verdict"),
-        )
-    ]
-    head = Row("measure", "goal", "measured", "verdict")
-    lines = []
-    for i, row in enumerate([head, *rows]):
-        cells = [row.measure, row.goal, row.measured, row.verdict]
-        lines.append(
-            "  ".join(
-                c.rjust(w) if j == 2 else c.ljust(w)
-                for j, (c, w) in enumerate(zip(cells, widths, strict=True))
-            ).rstrip()
-        )
-        if i == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def evidence_exe() -> str:
