@@ -79,6 +79,11 @@ def _gib(value: float | None) -> str:
     return "unknown" if value is None else f"{value / GIB:.1f} GiB"
 
 
+def _last(f: Facts, tag: str, width: int = 160) -> str:
+    """The most recent log or kernel line carrying a tag, cut to width."""
+    return f.lines[tag][-1][:width]
+
+
 def _values(f: Facts, name: str) -> list[float]:
     return [v for _, v in f.series.get(name, []) if v is not None]
 
@@ -122,7 +127,7 @@ def context_creep(f: Facts) -> Judgement:
     if memory and j.score and shapes.climb(f.series[memory[0]]).verdict:
         j.add(1, f"{memory[1]} climbed with it")
     if f.lines.get("kv-cache"):
-        j.add(1, f"the log mentions the KV cache: {f.lines['kv-cache'][-1][:160]}")
+        j.add(1, f"the log mentions the KV cache: {_last(f, 'kv-cache')}")
     return j
 
 
@@ -146,7 +151,7 @@ def concurrency_overload(f: Facts) -> Judgement:
     if running and max(running) > 1 and j.score:
         j.add(1, f"up to {max(running):.0f} requests ran at once")
     if f.lines.get("slot-unavailable"):
-        j.add(2, f"the log says a slot was unavailable: {f.lines['slot-unavailable'][-1][:160]}")
+        j.add(2, f"the log says a slot was unavailable: {_last(f, 'slot-unavailable')}")
     return j
 
 
@@ -258,7 +263,7 @@ def host_exhaustion(f: Facts) -> Judgement:
     if kills:
         j.add(4, f"the OOM killer ran: {kills[-1][:200]}")
     if f.lines.get("host-alloc-fail"):
-        j.add(2, f"an allocation failed: {f.lines['host-alloc-fail'][-1][:160]}")
+        j.add(2, f"an allocation failed: {_last(f, 'host-alloc-fail')}")
     available = _values(f, "available")
     if available and f.memory_total:
         low = min(available)
@@ -279,7 +284,7 @@ def accelerator_oom(f: Facts) -> Judgement:
     j = Judgement()
     for tag in ("cuda-oom", "hip-oom", "metal-oom", "vulkan-oom", "nv-no-memory"):
         if f.lines.get(tag):
-            j.add(5, f"the log says so ({tag}): {f.lines[tag][-1][:200]}")
+            j.add(5, f"the log says so ({tag}): {_last(f, tag, 200)}")
             break
     read = [p for p in ("logs", "kernel") if f.measured(p)]
     if not j.score:
