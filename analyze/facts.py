@@ -28,6 +28,7 @@ _PROMETHEUS = {
     "available": "host_memory_available",
     "gateway_up": "gateway_up",
     "engine_up": "engine_up",
+    "memory_total": "host_memory_total",
 }
 # An engine's own word for "working on something": any of these above zero.
 BUSY_METRICS = (
@@ -87,6 +88,7 @@ class Facts:
     lines: dict[str, list[str]] = field(default_factory=dict)  # tag -> kernel/log lines
     previous: dict[str, Any] | None = None
     engine_load: dict[str, list[float]] = field(default_factory=dict)  # engine -> busy readings
+    engine_targets_up: int | None = None  # Prometheus engine targets up at the end
 
     def measured(self, probe: str) -> bool:
         return self.probes.get(probe, ("absent", None))[0] == "ok"
@@ -208,8 +210,19 @@ def _prometheus(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) ->
             [bundle_id, query],
         ).fetchall()
         _prefer(facts, name, [(_ts(t), v) for t, v in points], "prometheus")
+    # Engine targets that were up at the end, one per series: a target configured but
+    # never up is not a second engine.
+    ends = con.execute(
+        """SELECT arg_max(value, t) FROM prometheus_series
+           WHERE bundle_id = ? AND query = 'engine_up' AND t IS NOT NULL GROUP BY labels""",
+        [bundle_id],
+    ).fetchall()
+    facts.engine_targets_up = sum(1 for (v,) in ends if v == 1) if ends else None
     if facts.has("available") and facts.origin.get("available") == "prometheus":
-        total = facts.memory_total
+        # Prometheus saw the machine the history is of: its total, not this bundle's, if known.
+        totals = [v for _, v in facts.series.get("memory_total", []) if v]
+        total = totals[-1] if totals else facts.memory_total
+        facts.memory_total = total
         if total:
             facts.series["memory_used"] = [
                 (t, None if v is None else total - v) for t, v in facts.series["available"]

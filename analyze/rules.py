@@ -246,6 +246,12 @@ def swap_not_unloaded(f: Facts) -> Judgement:
             )
         else:
             j.evidence_against.append(f"the model manager and the accelerator agree ({said})")
+    if (f.engine_targets_up or 0) > 1:
+        j.add(
+            2,
+            f"{f.engine_targets_up} engine targets were up together at the end "
+            "(Prometheus up): more than one model server resident",
+        )
     memory = _memory_series(f)
     if memory:
         step = shapes.step(f.series[memory[0]])
