@@ -6,6 +6,10 @@ collector would have written.
 """
 
 import random
+import shutil
+import subprocess
+import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -442,3 +446,62 @@ def test_every_catalog_entry_reads_without_python(fault):
     entry = next(f for f in catalog()["fault"] if f["id"] == fault)
     for key in ("title", "looks_for", "against", "settle", "fix", "guard_rail"):
         assert len(entry[key]) > 20, (fault, key)
+
+
+def test_two_candidates_within_a_point_are_ambiguous_and_say_what_separates_them(tmp_path):
+    b = base().prometheus(
+        {
+            "host_memory_available": available(healthy_bursts()),
+            "kv_cache_usage": [(t, 0.2 + 0.75 * i / len(DAY)) for i, t in enumerate(DAY)],
+            "requests_running": [(t, 4.0) for t in DAY],
+            "requests_waiting": [(t, 5.0 if i > 150 else 0.0) for i, t in enumerate(DAY)],
+        }
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "ambiguous", scores(result)
+    assert {c["fault"] for c in result["candidates"][:2]} == {
+        "concurrency-overload",
+        "context-creep",
+    }
+    assert any("requests running rose" in f for f in result["findings"])
+
+
+def test_a_real_build_swarm_on_this_machine(tmp_path):
+    """Real processes named like compilers (a copy of the Python binary called cc1plus),
+    each holding real memory, captured by the real collector."""
+    total = int(Path("/proc/meminfo").read_text().split()[1]) * 1024
+    per = int(total * 0.36 / 4)
+    compiler = tmp_path / "cc1plus"
+    shutil.copy(sys.executable, compiler)
+    hold = f"b = bytearray({per}); b[::4096] = b'x' * len(b[::4096]); import time; time.sleep(60)"
+    procs = [subprocess.Popen([str(compiler), "-c", hold]) for _ in range(4)]
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            rss = 4096 * sum(
+                int(Path(f"/proc/{p.pid}/statm").read_text().split()[1]) for p in procs
+            )
+            if rss >= per * 4 * 0.95:
+                break
+            time.sleep(0.2)
+        captured = run_evidence("capture", "--archive", str(tmp_path / "a"), "--window", "2", "-q")
+        assert captured.returncode == 0, captured.stderr
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    result = run_evidence("classify", "latest", "--archive", str(tmp_path / "a"), "--json")
+    found = orjson.loads(result.stdout)
+    assert found["verdict"] == "build-swarm", scores(found)
+    swarm = found["candidates"][0]
+    assert "4 compiler processes" in swarm["evidence_for"][0]
+
+
+def test_this_quiet_machine_is_no_fault(tmp_path):
+    captured = run_evidence("capture", "--archive", str(tmp_path), "--window", "3", "-q")
+    assert captured.returncode == 0, captured.stderr
+    result = orjson.loads(
+        run_evidence("classify", "latest", "--archive", str(tmp_path), "--json").stdout
+    )
+    assert result["verdict"] == "no-fault", scores(result)
+    assert result["gaps"]  # and it says what it could not see (no GPU, no engines here)
