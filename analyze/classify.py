@@ -76,6 +76,7 @@ def classify(con: duckdb.DuckDBPyConnection, bundle_id: str) -> dict[str, Any]:
         )
     ranked = [c for _, c in sorted(candidates, key=lambda oc: (-oc[1]["score"], oc[0]))]
     verdict, findings = _verdict(facts, ranked)
+    findings += _not_faults(facts)
     return {
         "bundle_id": bundle_id,
         "host": facts.bundle["host"],
@@ -112,6 +113,24 @@ def _verdict(facts: Facts, ranked: list[dict[str, Any]]) -> tuple[str, list[str]
         return "insufficient-evidence", findings
     findings.append("the measured sources look healthy: no rule found enough evidence")
     return "no-fault", findings
+
+
+def _not_faults(facts: Facts) -> list[str]:
+    """Findings that are not faults: what looks alarming and is not (Plate 02)."""
+    found = []
+    tokens = [v for _, v in facts.series.get("tokens_generated", []) if v is not None]
+    busy = [v for values in facts.engine_load.values() for v in values]
+    if len(tokens) >= 2 and tokens[-1] > tokens[0] and busy and max(busy) > 0:
+        note = f"busy but progressing: {tokens[-1] - tokens[0]:.0f} tokens generated in the window"
+        for d in facts.gpu_devices:
+            util, clock = d["utilization_gpu_pct"], d["sm_clock_mhz"]
+            if util is not None and util >= 90 and clock is not None:
+                note += (
+                    f"; GPU {d['device_index']} at {util:.0f}% utilisation and "
+                    f"{clock:.0f} MHz is working, whatever the clock looks like"
+                )
+        found.append(note)
+    return found
 
 
 def _gaps(facts: Facts) -> list[dict[str, Any]]:

@@ -160,6 +160,7 @@ def test_swap_never_unloaded_is_two_sources_disagreeing(tmp_path):
     assert result["verdict"] == "swap-not-unloaded", scores(result)
     top = result["candidates"][0]
     assert any("two sources disagree" in e for e in top["evidence_for"])
+    assert scores(result)["leak-ratchet"] < 3  # one step that stays is not a ratchet
 
 
 def test_an_idle_squatter_is_not_a_forgotten_model(tmp_path):
@@ -276,6 +277,7 @@ def test_false_liveness(tmp_path):
     )
     result = verdict(tmp_path, b)
     assert result["verdict"] == "false-liveness", scores(result)
+    assert scores(result)["wedged-no-progress"] == 0  # the look-alike: nothing was measured busy
 
 
 def test_silent_empty_result(tmp_path):
@@ -328,6 +330,7 @@ def test_busy_but_progressing_is_not_wedged(tmp_path):
     assert scores(result)["wedged-no-progress"] == 0
     wedged = next(c for c in result["candidates"] if c["fault"] == "wedged-no-progress")
     assert any("progressing" in e for e in wedged["evidence_against"])
+    assert any(f.startswith("busy but progressing: 1500 tokens") for f in result["findings"])
 
 
 def test_orphaned_result(tmp_path):
