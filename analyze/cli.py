@@ -283,8 +283,13 @@ def export(target: Path, archive: str | None, config_path: str | None, as_json: 
     from object storage and by Spark, Trino or ClickHouse unchanged."""
     from analyze.export import export as write
 
+    import duckdb
+
     con = _reader(_root(archive, config_path))
-    counts = write(con, target)
+    try:
+        counts = write(con, target)
+    except (OSError, duckdb.IOException) as exc:
+        fail(f"{target}: cannot write the export: {str(exc).splitlines()[0]}", EXIT_USAGE)
     if as_json:
         click.echo(orjson.dumps(counts, option=orjson.OPT_INDENT_2).decode())
     else:

@@ -298,3 +298,11 @@ def test_analyst_commands_without_an_archive_say_so(tmp_path):
     assert result.returncode == 2 and "run `evidence ingest` first" in result.stderr
     assert shutil.which(EVIDENCE) or Path(EVIDENCE).exists()
     assert bundles(tmp_path) == []
+
+
+def test_export_to_a_place_that_cannot_be_written_is_one_line(fleet, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = run_evidence("export", "--archive", str(fleet), "--parquet", str(blocker / "pq"))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "cannot write the export" in result.stderr
