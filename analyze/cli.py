@@ -281,9 +281,9 @@ def timeline(
 def export(target: Path, archive: str | None, config_path: str | None, as_json: bool) -> None:
     """Export every table as hive-partitioned Parquet (host=, date=), readable by DuckDB
     from object storage and by Spark, Trino or ClickHouse unchanged."""
-    from analyze.export import export as write
-
     import duckdb
+
+    from analyze.export import export as write
 
     con = _reader(_root(archive, config_path))
     try:
