@@ -22,7 +22,6 @@ import socket
 import subprocess
 import threading
 import time
-import urllib.request
 from typing import Any
 from urllib.parse import urlparse
 
@@ -112,6 +111,8 @@ def _completion(check: Check) -> tuple[str, str | None, dict[str, Any]]:
         "stream": False,
         "messages": [{"role": "user", "content": check.prompt}],
     }
+    import urllib.request
+
     headers = {"Content-Type": "application/json"}
     key = os.environ.get(check.api_key_env) if check.api_key_env else None
     if key:

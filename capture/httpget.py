@@ -11,17 +11,28 @@ Invariants:
   be routed, or a URL leaked, through a proxy.
 """
 
+from __future__ import annotations
+
 import socket
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 BODY_HEAD = 300
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+if TYPE_CHECKING:
+    import urllib.request
+
+
+@cache
+def _opener() -> urllib.request.OpenerDirector:
+    # urllib.request (with http.client and email) costs ~50 ms to import: paid only by a
+    # capture that has an engine or a Prometheus to ask, not by every freeze.
+    import urllib.request
+
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 @dataclass
@@ -64,6 +75,8 @@ def get(
     headers: dict[str, str] | None = None,
 ) -> Answer:
     """GET url within timeout_s in all (connect, headers and body), reading at most max_bytes."""
+    import urllib.request
+
     return fetch(
         urllib.request.Request(url, method="GET", headers=headers or {}), timeout_s, max_bytes
     )
@@ -73,11 +86,13 @@ def fetch(
     request: urllib.request.Request, timeout_s: float, max_bytes: int = 4 * 1024 * 1024
 ) -> Answer:
     """Send a prepared request within timeout_s in all; the answer says which layer failed."""
+    import urllib.error
+
     url = request.full_url
     start = time.monotonic()
     deadline = start + timeout_s
     try:
-        with _OPENER.open(request, timeout=timeout_s) as response:
+        with _opener().open(request, timeout=timeout_s) as response:
             body, truncated = _read(response, deadline, max_bytes)
             return Answer(
                 url,
