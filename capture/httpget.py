@@ -68,6 +68,21 @@ class Answer:
         }
 
 
+def refused(url: str, timeout_s: float) -> str | None:
+    """A reason if nothing listens at url's host and port (a bare connect, no urllib)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout_s):
+            return None
+    except ConnectionRefusedError:
+        return "nothing is listening (connection refused)"
+    except OSError:
+        return None  # let the request itself say what is wrong
+
+
 def get(
     url: str,
     timeout_s: float,

@@ -18,7 +18,7 @@ import urllib.parse
 from typing import Any
 
 from capture.clock import iso
-from capture.httpget import get
+from capture.httpget import get, refused
 from capture.probes import Probe, Reading, register
 
 DEFAULT_URL = "http://127.0.0.1:9090"
@@ -78,11 +78,12 @@ class Prometheus(Probe):
         config = self.ctx.config
         url = (config.prometheus_url or DEFAULT_URL).rstrip("/")
         deadline = self.deadline or time.monotonic() + self.timeout_s
+        where = "" if config.prometheus_url else " (no [prometheus] configured; tried the default)"
+        nobody = refused(url, min(QUERY_TIMEOUT_S, self._left(deadline)))
+        if nobody:  # said without loading an HTTP client: most boxes have no Prometheus
+            return Reading("absent", f"Prometheus at {url}{where}: {nobody}")
         build = get(f"{url}/api/v1/status/buildinfo", min(QUERY_TIMEOUT_S, self._left(deadline)))
         if build.status != "ok":
-            where = (
-                "" if config.prometheus_url else " (no [prometheus] configured; tried the default)"
-            )
             return Reading(build.status, f"Prometheus at {url}{where}: {build.reason}")
         try:
             version = build.json()["data"]["version"]
