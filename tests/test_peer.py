@@ -11,17 +11,15 @@ cannot say "no fault" at all.
 import math
 import random
 import re
-import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import orjson
 import pytest
 from conftest import need, run_evidence, write_config
-from fakes import closed_port
+from promserver import Prometheus, require
 
 SEEDS = Path(__file__).resolve().parent.parent.parent / "shared" / "seeds"
 GIB = 1024**3
@@ -115,57 +113,6 @@ def openmetrics(series: dict[str, list[float]], end: int) -> str:
     return "\n".join(lines + ["# EOF"]) + "\n"
 
 
-class Prometheus:
-    def __init__(self, work: Path, history: str):
-        data = work / "data"
-        (work / "history.om").write_text(history)
-        subprocess.run(
-            [
-                "promtool",
-                "tsdb",
-                "create-blocks-from",
-                "openmetrics",
-                str(work / "history.om"),
-                str(data),
-            ],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-        (work / "prometheus.yml").write_text(
-            "global:\n  scrape_interval: 15s\nscrape_configs: []\n"
-        )
-        port = closed_port()
-        self.url = f"http://127.0.0.1:{port}"
-        self.log = (work / "prometheus.log").open("w")
-        self.proc = subprocess.Popen(
-            [
-                "prometheus",
-                f"--config.file={work / 'prometheus.yml'}",
-                f"--storage.tsdb.path={data}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--storage.tsdb.retention.time=30d",
-            ],
-            stdout=self.log,
-            stderr=self.log,
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as answer:
-                    if answer.status == 200:
-                        return
-            except OSError:
-                pass
-            assert self.proc.poll() is None and time.monotonic() < deadline, "no Prometheus"
-            time.sleep(0.3)
-
-    def close(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
-        self.log.close()
-
-
 def seed_answer(script: Path, url: str, tmp: Path) -> tuple[str, int]:
     out = tmp / "seed-report.md"
     subprocess.run(
@@ -204,10 +151,7 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def comparison(tmp_path_factory):
-    need(
-        shutil.which("prometheus") is not None and shutil.which("promtool") is not None,
-        "Debian's prometheus package (prometheus, promtool) is not installed",
-    )
+    require()
     work = tmp_path_factory.mktemp("peer")
     script = seed_script(work)
     end = int(time.time()) - 60

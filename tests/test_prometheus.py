@@ -1,17 +1,14 @@
 """The Prometheus window, read from a real Prometheus (Debian's package) that the test
 starts on a loopback port after backfilling hours of history with promtool."""
 
-import shutil
-import socket
-import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import orjson
 import pytest
-from conftest import bundle_errors, bundles, need, run_evidence, write_config
+from conftest import bundle_errors, bundles, run_evidence, write_config
 from fakes import closed_port
+from promserver import Prometheus, require
 
 from capture.probes.prometheus import step_for
 
@@ -44,61 +41,14 @@ def history(now: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory):
-    need(
-        shutil.which("prometheus") is not None and shutil.which("promtool") is not None,
-        "Debian's prometheus package (prometheus, promtool) is not installed",
-    )
-    work = tmp_path_factory.mktemp("prometheus")
-    data = work / "data"
-    source = work / "history.om"
-    source.write_text(history(int(time.time())))
-    subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    config = work / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
-    port = free_port()
-    log = (work / "prometheus.log").open("w")
-    proc = subprocess.Popen(
-        [
-            "prometheus",
-            f"--config.file={config}",
-            f"--storage.tsdb.path={data}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--storage.tsdb.retention.time=30d",
-        ],
-        stdout=log,
-        stderr=log,
-    )
-    url = f"http://127.0.0.1:{port}"
+    require()
+    server = Prometheus(tmp_path_factory.mktemp("prometheus"), history(int(time.time())))
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            assert proc.poll() is None, (work / "prometheus.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "Prometheus did not become ready"
-            time.sleep(0.3)
-        yield url
+        yield server.url
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+        server.close()
 
 
 def prometheus_record(tmp_path: Path, config_text: str, window: str = "2") -> tuple[dict, dict]:
