@@ -5,7 +5,8 @@ Invariants:
 - Files are created 0600 with O_EXCL inside the (hidden, 0700) bundle directory.
 - Each file has a priority. When the disk fills, a write evicts already-written files of
   lower priority (logs first) to make room, and every eviction or refusal is listed in
-  `dropped`, which the manifest carries. The manifest outranks everything.
+  `dropped`, which the manifest carries. The manifest outranks everything. A samples file
+  that finds no room keeps its earlier lines and is listed as cut short.
 - A failed append is rolled back to the last complete line, so a JSONL file never holds
   half a record written by us.
 """
@@ -125,12 +126,7 @@ class BundleWriter:
                 if exc.errno not in _FULL:
                     raise
                 if not self._evict_below(priority, name):
-                    self._drop(
-                        name,
-                        f"disk full; no room even after dropping less important files"
-                        f" (needed {len(data)} bytes)",
-                        probe,
-                    )
+                    self._refuse(name, len(data), probe)
                     return False
         if entry is None:
             entry = self.files[name] = _File(probe, priority)
@@ -168,6 +164,23 @@ class BundleWriter:
         (self.dir / victim).unlink(missing_ok=True)
         self._drop(victim, f"disk full; removed to make room for {for_name}")
         return True
+
+    def _refuse(self, name: str, needed: int, probe: str) -> None:
+        """No room for a write even after evictions. A samples file keeps the lines it has
+        (they are still evidence, and still in the inventory) and takes no more."""
+        why = f"disk full; no room even after dropping less important files (needed {needed} bytes)"
+        entry = self.files.get(name)
+        if entry is None:
+            self._drop(name, why, probe)
+            return
+        self._gone.add(name)
+        self.dropped.append(
+            {
+                "file": name,
+                "probe": entry.probe,
+                "reason": f"{why}; cut short at {entry.size} bytes",
+            }
+        )
 
     def _drop(self, name: str, reason: str, probe: str | None = None) -> None:
         entry = self.files.pop(name, None)

@@ -1,5 +1,7 @@
 """The bundle writer on a real, tiny filesystem: what goes first when the disk is full."""
 
+import hashlib
+
 import orjson
 
 from capture.bundle import BundleWriter
@@ -46,8 +48,15 @@ def test_a_failed_append_leaves_only_whole_lines(small_disk):
     lines = (bundle / "memory.samples.jsonl").read_bytes().splitlines()
     assert len(lines) == n > 0
     assert all(orjson.loads(line)["pad"] for line in lines)
+    # The earlier samples stay, and the inventory describes exactly what is on disk.
+    data = (bundle / "memory.samples.jsonl").read_bytes()
     table = {f["name"]: f for f in writer.table()}
-    assert table.get("memory.samples.jsonl") is None  # dropped, and the manifest says so
+    assert table["memory.samples.jsonl"]["bytes"] == len(data)
+    assert table["memory.samples.jsonl"]["sha256"] == hashlib.sha256(data).hexdigest()
+    (cut,) = writer.dropped
+    assert cut["file"] == "memory.samples.jsonl" and "cut short" in cut["reason"]
+    # no later sample is appended after the gap, which would hide it
+    assert not writer.append_jsonl("memory.samples.jsonl", {"x": 1}, "memory", 750)
 
 
 def test_records_are_redacted_on_the_way_to_disk(tmp_path):
