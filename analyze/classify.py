@@ -9,6 +9,7 @@ The JSON is the contract of the design document.
 """
 
 import tomllib
+from functools import cache
 from typing import Any
 
 import duckdb
@@ -48,12 +49,18 @@ SEPARATE = {
 }
 
 
+@cache
 def catalog() -> dict[str, Any]:
+    """The fault catalog; read once per process (callers read it, never change it)."""
     return tomllib.loads((SCHEMA_DIR / "faults.toml").read_text())
 
 
 def classify(con: duckdb.DuckDBPyConnection, bundle_id: str) -> dict[str, Any]:
-    facts = derive(con, bundle_id)
+    return judge(derive(con, bundle_id))
+
+
+def judge(facts: Facts) -> dict[str, Any]:
+    """The classification contract, from facts already derived."""
     book = catalog()
     candidates = []
     for order, entry in enumerate(book["fault"]):
@@ -78,7 +85,7 @@ def classify(con: duckdb.DuckDBPyConnection, bundle_id: str) -> dict[str, Any]:
     verdict, findings = _verdict(facts, ranked)
     findings += _not_faults(facts)
     return {
-        "bundle_id": bundle_id,
+        "bundle_id": facts.bundle["bundle_id"],
         "host": facts.bundle["host"],
         "rules_version": book["rules_version"],
         "verdict": verdict,

@@ -357,3 +357,142 @@ def classify(bundle: str, archive: str | None, config_path: str | None, as_json:
         click.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
     else:
         click.echo(classification(result), nl=False)
+
+
+def _bundle(root: Path, bundle: str) -> tuple[Any, str]:
+    """A read-only connection and the id of BUNDLE (a directory, an id or `latest`)."""
+    bundle_id = _resolve(root, bundle)
+    return _reader(root), bundle_id
+
+
+def _print(data: Any, as_json: bool, text: str) -> None:
+    if as_json:
+        click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2, default=str).decode())
+    else:
+        click.echo(text, nl=not text.endswith("\n"))
+
+
+_COMPARE_EXIT = (
+    "\b\nExit status:\n  0  compared\n  1  nothing to compare with (no earlier incident, "
+    "or no healthy baseline)\n  2  bad usage"
+)
+
+
+@main.command(epilog=_COMPARE_EXIT)
+@click.argument("bundle")
+@click.option("--with", "other", metavar="OTHER", help="Compare with this bundle.")
+@click.option(
+    "--auto",
+    "how",
+    flag_value="auto",
+    default=True,
+    help="Compare with the most similar past incident (the default).",
+)
+@click.option(
+    "--baseline",
+    "how",
+    flag_value="baseline",
+    help="Compare with the host's healthy baseline (its last earlier no-fault bundle).",
+)
+@archive_options
+@click.option("--json", "as_json", is_flag=True, help="The comparison as JSON.")
+def compare(
+    bundle: str,
+    other: str | None,
+    how: str,
+    archive: str | None,
+    config_path: str | None,
+    as_json: bool,
+) -> None:
+    """Tonight against last month: BUNDLE side by side with another incident.
+
+    The other is the bundle named with --with, the most similar past incident of the
+    archive (by verdict, memory shape, engine, model, offending process and host), or
+    the host's healthy baseline. "Past" means before BUNDLE was captured, not before
+    today. Sections follow the seeds' procedure (when, memory, load, logs, fault); the
+    first that differs is marked, because it usually names the fault. A recurring fault
+    says how often it was seen before.
+    """
+    from analyze.compare import compare as run_compare
+    from reports.render import render
+
+    root = _root(archive, config_path)
+    if other is not None:
+        other_id = _resolve(root, other)
+        how = "with"
+    con, bundle_id = _bundle(root, bundle)
+    result = run_compare(con, bundle_id, how, other_id if other is not None else None)
+    _print(result, as_json, render("compare.txt.j2", c=result))
+    sys.exit(0 if result["against"] else 1)
+
+
+@main.command()
+@click.argument("bundle")
+@archive_options
+@click.option("--json", "as_json", is_flag=True, help="The entry's data as JSON.")
+def runbook(bundle: str, archive: str | None, config_path: str | None, as_json: bool) -> None:
+    """A runbook entry in Markdown: symptom, first evidence, diagnosis, recovery, prevention.
+
+    Recovery follows the seeds' order: evidence before restart; free before kill (the
+    engine's own unload or free call); verify headroom; then load.
+    """
+    from analyze.entries import runbook as entry
+    from reports.render import render
+
+    root = _root(archive, config_path)
+    con, bundle_id = _bundle(root, bundle)
+    (path,) = con.execute("SELECT path FROM bundles WHERE bundle_id = ?", [bundle_id]).fetchone()
+    data = entry(con, bundle_id, path)
+    _print(data, as_json, render("runbook.md.j2", d=data))
+
+
+@main.command()
+@click.argument("bundle")
+@click.option("--change", metavar="TEXT", help="The single change made.")
+@click.option("--guard-rail", metavar="TEXT", help="The guard rail added (default: the catalog's).")
+@click.option("--after", metavar="BUNDLE", help="The bundle taken after the change, same load.")
+@click.option(
+    "--append",
+    "append_to",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Add the entry to this changelog file (once; newest incident first).",
+)
+@archive_options
+@click.option("--json", "as_json", is_flag=True, help="The entry's data as JSON.")
+def changelog(
+    bundle: str,
+    change: str | None,
+    guard_rail: str | None,
+    after: str | None,
+    append_to: Path | None,
+    archive: str | None,
+    config_path: str | None,
+    as_json: bool,
+) -> None:
+    """A changelog entry: the date, the fault, the evidence, the change, the guard rail and
+    the recording sheet (healthy baseline, fault reproduced, after one change).
+
+    With --after, the entry says whether the memory graph changed shape under the same
+    load: the seeds' proof of a fix. With --append, the entry is added to FILE once;
+    adding the same entry again changes nothing.
+    """
+    from analyze.entries import changelog as entry
+    from reports.changelog import add
+    from reports.render import render
+
+    root = _root(archive, config_path)
+    after_id = _resolve(root, after) if after else None
+    con, bundle_id = _bundle(root, bundle)
+    data = entry(con, bundle_id, change, guard_rail, after_id)
+    text = render("changelog.md.j2", d=data)
+    if append_to is not None:
+        try:
+            added = add(append_to, data["key"], data["started_at"], text)
+        except OSError as exc:
+            fail(f"{append_to}: cannot write the changelog: {exc.strerror}", EXIT_USAGE)
+        said = "added to" if added else "already in"
+        click.echo(f"{said} {append_to}: {data['date']} {data['verdict']}", err=as_json)
+        if not as_json:
+            return
+    _print(data, as_json, text)

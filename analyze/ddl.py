@@ -86,6 +86,11 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             GROUP BY bundle_id, host, t""",
         ],
     ),
+    (
+        2,
+        "the engine's version, for the changelog's recording sheet",
+        ["ALTER TABLE engines ADD COLUMN version VARCHAR"],
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

@@ -339,13 +339,35 @@ def _models(engine: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 }
 
 
+# Where each engine states its version: Ollama /api/version and vLLM /version say
+# "version", SGLang's server info "version", llama-server /props "build_info", ComfyUI's
+# system stats "comfyui_version".
+_VERSION_KEYS = ("version", "build_info", "comfyui_version")
+
+
+def _version(engine: dict[str, Any]) -> str | None:
+    for endpoint in engine["endpoints"].values():
+        readings = endpoint.get("readings") or {}
+        for key in _VERSION_KEYS:
+            if isinstance(readings.get(key), str) and readings[key]:
+                return readings[key]
+    return None
+
+
 def _engines(b: Loaded, key: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     record = b.record("engines.json")
     if record is None:
         return
     t = record["collected_at"]
     for e in record["engines"]:
-        yield "engines", {**key, **{k: e[k] for k in ("name", "kind", "url", "status", "reason")}}
+        yield (
+            "engines",
+            {
+                **key,
+                **{k: e[k] for k in ("name", "kind", "url", "status", "reason")},
+                "version": _version(e),
+            },
+        )
         for model in _models(e):
             yield "engine_models", {**key, "t": t, "engine": e["name"], "kind": e["kind"], **model}
         for path, endpoint in e["endpoints"].items():

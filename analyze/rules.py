@@ -163,21 +163,21 @@ def leak_ratchet(f: Facts) -> Judgement:
         j.missing.append("a memory series")
         return j
     series = f.series[memory[0]]
-    ratchet = shapes.ratchet(series)
+    ratchet = shapes.ratchet(series, fmt=_gib)
     if ratchet.verdict:
         j.add(3, f"{memory[1]} ratcheted: {ratchet.why}")
         if f.has("kv_cache") and not shapes.climb(f.series["kv_cache"]).verdict:
             j.add(1, "the KV cache did not climb with it: the rise is not the cache")
     else:
-        floor = shapes.flat_floor(series)
+        floor = shapes.flat_floor(series, fmt=_gib)
         if floor.verdict:
             j.evidence_against.append(f"the floor is flat between bursts: {floor.why}")
     if f.has("kv_cache") and shapes.climb(f.series["kv_cache"]).verdict:
         j.evidence_against.append("the rise tracks the KV cache (context creep)")
-    step = shapes.step(series)
+    step = shapes.step(series, fmt=_gib)
     if step.verdict and (step.size or 0) > 0 and not ratchet.verdict:
         j.evidence_against.append(f"one step that stays, not a ratchet: {step.why}")
-    rhythm = shapes.daily_rhythm(series)
+    rhythm = shapes.daily_rhythm(series, fmt=_gib)
     if rhythm.verdict:
         j.evidence_against.append(f"a daily rhythm, which is not a trend: {rhythm.why}")
     return j
@@ -254,7 +254,7 @@ def swap_not_unloaded(f: Facts) -> Judgement:
         )
     memory = _memory_series(f)
     if memory:
-        step = shapes.step(f.series[memory[0]])
+        step = shapes.step(f.series[memory[0]], fmt=_gib)
         if step.verdict and (step.size or 0) > 0:
             j.add(2, f"{memory[1]} stepped up and stayed: {step.why}")
     return j
