@@ -1,6 +1,7 @@
 # make demo: a virtualenv, the package, one bundle of this machine and what each probe found,
 #            ingested into the archive's DuckDB file, with the host's timeline and the
-#            classification of the bundle (the evidence for and against every fault).
+#            classification of the bundle (the evidence for and against every fault), its
+#            runbook entry, and the path of its HTML report.
 # make test: the test suite (integration tests skip with a reason where a package is missing;
 #            EVIDENCE_REQUIRE_INTEGRATION=1 turns those skips into failures, as CI does).
 # make bench: the collector's cost, printed as figures.
@@ -32,6 +33,9 @@ demo: $(VENV)/.installed
 	$(BIN)/evidence timeline --archive $(DEMO_ARCHIVE) --since 1d
 	$(BIN)/evidence classify latest --archive $(DEMO_ARCHIVE)
 	$(BIN)/evidence sql --archive $(DEMO_ARCHIVE) "select probe, status, reason from probes p join bundles b using (bundle_id) where b.started_at = (select max(started_at) from bundles) order by probe"
+	$(BIN)/evidence runbook latest --archive $(DEMO_ARCHIVE)
+	@echo "the report of this bundle (open it in a browser):"
+	@$(BIN)/evidence report latest --index --archive $(DEMO_ARCHIVE) | head -1
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest

@@ -496,3 +496,88 @@ def changelog(
         if not as_json:
             return
     _print(data, as_json, text)
+
+
+def _write_page(path: Path, text: str) -> None:
+    """Write a page whole or not at all; pages name processes and hosts, so 0600."""
+    import os
+    import tempfile
+
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@main.command()
+@click.argument("bundle", required=False)
+@click.option("--index", "with_index", is_flag=True, help="Write the archive's index page too.")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Where to write the bundle's page (default: <archive>/reports/<bundle id>.html).",
+)
+@archive_options
+@click.option("--json", "as_json", is_flag=True, help="Print the pages written as JSON.")
+def report(
+    bundle: str | None,
+    with_index: bool,
+    out: Path | None,
+    archive: str | None,
+    config_path: str | None,
+    as_json: bool,
+) -> None:
+    """An HTML report of BUNDLE: the verdict and candidates, the graphs (memory, GPU per
+    process, pressure, requests, KV cache) over the capture window and the Prometheus
+    look-back with the trigger marked, and the most similar past incident.
+
+    With --index, the archive's index page (every incident by host and date, with its
+    verdict), and a report for each incident that has none yet. Pages are single
+    self-contained files: no script, no font, no network.
+    """
+    from analyze.report import index
+    from analyze.report import report as build
+    from reports.html import index_page, report_page
+
+    if bundle is None and not with_index:
+        raise click.UsageError("name a BUNDLE, or ask for the --index")
+    root = _root(archive, config_path)
+    pages = root / "reports"
+    written = []
+    try:
+        if bundle is not None:
+            con, bundle_id = _bundle(root, bundle)
+            target = out or pages / f"{bundle_id}.html"
+            _write_page(target, report_page(build(con, bundle_id)))
+            written.append(str(target))
+        if with_index:
+            if bundle is None:
+                _resolve(root, "latest")  # the archive's new bundles, ingested first
+            con = _reader(root)
+            rows = index(con)
+            progress = sys.stderr.isatty() and not as_json
+            for n, row in enumerate(rows, 1):
+                row["href"] = f"{row['bundle_id']}.html"
+                page = pages / row["href"]
+                if not page.exists():
+                    _write_page(page, report_page(build(con, row["bundle_id"])))
+                    written.append(str(page))
+                if progress:
+                    click.echo(f"\rreports {n}/{len(rows)}", err=True, nl=False)
+            if progress:
+                click.echo("", err=True)
+            stamp = datetime.now(UTC).isoformat(timespec="seconds")
+            _write_page(pages / "index.html", index_page(rows, stamp))
+            written.append(str(pages / "index.html"))
+    except OSError as exc:
+        fail(f"{exc.filename or pages}: cannot write the report: {exc.strerror}", EXIT_USAGE)
+    if as_json:
+        click.echo(orjson.dumps({"written": written}, option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo("\n".join(written))

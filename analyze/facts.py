@@ -43,7 +43,7 @@ BUSY_METRICS = (
     "/slots:busy",
     "/sdapi/v1/progress:progress",
 )
-_ENGINE = {
+ENGINE_SERIES = {
     "kv_cache": (
         "vllm:kv_cache_usage_perc",
         "vllm:gpu_cache_usage_perc",
@@ -231,7 +231,7 @@ def _prometheus(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) ->
 
 
 def _engine_series(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) -> None:
-    for name, metrics in _ENGINE.items():
+    for name, metrics in ENGINE_SERIES.items():
         # One reading per engine and instant (the freeze and a sample may share one), then
         # summed over engines: the machine's load, not a double count.
         points = con.execute(

@@ -10,6 +10,7 @@ and flags. Unknown stays None, so a comparison can say "not measured" instead of
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import duckdb
@@ -54,7 +55,11 @@ class Incident:
         return None if self.verdict in NOT_FAULTS else self.verdict
 
 
+@lru_cache(maxsize=4096)
 def profile(con: duckdb.DuckDBPyConnection, bundle_id: str) -> Incident:
+    """The incident of one bundle. Kept per connection for the life of the process, so
+    comparing many incidents classifies each once; a command's connection is read-only,
+    so what it reads cannot change under it. Callers must not modify the result."""
     facts = derive(con, bundle_id)
     result = judge(facts)
     b = facts.bundle

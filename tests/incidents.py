@@ -110,6 +110,7 @@ def bundle(
     seed: int = 1,
     trigger: tuple[str, str | None] = ("alert", "AcceleratorMemoryHigh"),
     model: str = "qwen2.5-7b-instruct",
+    gpu: bool = False,
 ) -> Path:
     """One bundle of `kind` (a fault id of KINDS, or no-fault) captured at `at`."""
     window = [at + i for i in range(30)]
@@ -141,6 +142,8 @@ def bundle(
     b.host().kernel([]).logs(["srv  log_server_r: request: POST /completion 200"])
     b.engines([server])
     b.prometheus(history)
+    if gpu:  # a GB10: one pool, so NVML has per-process figures and no aggregate
+        b.gpu(processes=[(4242, "llama-server", int(last_used * 0.5))])
     return b.write(archive)
 
 
