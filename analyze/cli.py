@@ -581,3 +581,64 @@ def report(
         click.echo(orjson.dumps({"written": written}, option=orjson.OPT_INDENT_2).decode())
     else:
         click.echo("\n".join(written))
+
+
+@main.command()
+@click.argument("bundle")
+@click.option("--fault", metavar="ID", help="The fault to guard (default: the bundle's verdict).")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Write the rule file here (and print what it holds) instead of printing it.",
+)
+@archive_options
+@click.option("--json", "as_json", is_flag=True, help="The rules, settings and notes as JSON.")
+def guardrail(
+    bundle: str,
+    fault: str | None,
+    out: Path | None,
+    archive: str | None,
+    config_path: str | None,
+    as_json: bool,
+) -> None:
+    """The guard rail that makes this fault announce itself next time: a Prometheus
+    alerting rule file naming only metrics this machine publishes (as seen in the
+    bundle's /metrics answers and Prometheus series), and the settings (a llama-swap
+    ttl, --parallel, --ctx-size, a rate limit...) as commented snippets.
+
+    A rule over a metric nobody publishes would be silent in exactly the way a healthy
+    machine is silent: such a rule is skipped, and the file says what it needed. Load
+    the file with Prometheus' rule_files and check it with `promtool check rules`.
+    """
+    from analyze.classify import catalog
+    from analyze.guardrail import guardrail as build
+    from analyze.incident import NOT_FAULTS, profile
+    from reports.render import rules_file
+
+    root = _root(archive, config_path)
+    con, bundle_id = _bundle(root, bundle)
+    if fault is None:
+        fault = profile(con, bundle_id).verdict
+        if fault in NOT_FAULTS:
+            fail(f"{bundle_id}: no fault named (verdict {fault}); pass --fault ID", EXIT_USAGE)
+    elif fault not in {f["id"] for f in catalog()["fault"]}:
+        raise click.BadParameter(f"unknown fault {fault!r}", param_hint="--fault")
+    result = build(con, bundle_id, fault)
+    text = rules_file(result)
+    if out is not None:
+        try:
+            _write_page(out, text)
+        except OSError as exc:
+            fail(f"{out}: cannot write the rule file: {exc.strerror}", EXIT_USAGE)
+    if as_json:
+        click.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+    elif out is None:
+        click.echo(text, nl=False)
+    else:
+        names = ", ".join(r["alert"] for r in result["rules"]) or "none"
+        click.echo(f"wrote {out}: {len(result['rules'])} rule(s) for {fault}: {names}")
+        for item in result["skipped"]:
+            click.echo(f"  skipped {item['alert']}: {item['reason']}")
+        for setting in result["settings"]:
+            click.echo(f"  setting, {setting['tool']}: {setting['where']}")

@@ -11,6 +11,7 @@ from typing import Any
 import duckdb
 
 from analyze.compare import healthy_baseline, past_incidents, recurrence, similarity
+from analyze.guardrail import guardrail
 from analyze.incident import Incident, profile
 
 # How far the load may move between two rows and still count as "the same load".
@@ -93,6 +94,7 @@ def changelog(
     after = profile(con, after_id) if after_id else None
     healthy = healthy_baseline(con, this)
     top = next((c for c in this.result["candidates"] if c["fault"] == this.verdict), None)
+    rail = guardrail(con, bundle_id, this.verdict) if this.fault else None
     return {
         "key": f"{bundle_id}|{change or ''}|{after_id or ''}",
         "bundle_id": bundle_id,
@@ -105,6 +107,11 @@ def changelog(
         "fix": top["fix"] if top else None,
         "change": change,
         "guard_rail": guard_rail or (top["guard_rail"] if top else None),
+        "rules": [
+            {k: r[k] for k in ("alert", "expr", "for", "scraped_by_prometheus")}
+            for r in (rail["rules"] if rail else [])
+        ],
+        "rules_skipped": rail["skipped"] if rail else [],
         "signature": this.signature,
         "sheet": [
             _row("healthy baseline", healthy),

@@ -46,9 +46,37 @@ def verdict_line(result: dict[str, Any]) -> str:
 _ENV.filters["verdict_line"] = verdict_line
 
 
+def quote(text: Any) -> str:
+    """A JSON string that YAML reads back unchanged as a double-quoted scalar: escapes for
+    the quote, the backslash and every character YAML would not keep as it is."""
+    out = ['"']
+    for ch in str(text):
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append("\\ufffd")  # a lone surrogate is not text in either language
+        elif code < 0x20 or 0x7F <= code <= 0x9F or ch in "\u2028\u2029\ufeff\ufffe\uffff":
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+_ENV.filters["q"] = quote
+_ENV.filters["comment"] = lambda text: " ".join(str(text).split())
+
+
 def render(template: str, **data: Any) -> str:
     return _ENV.get_template(template).render(**data)
 
 
 def classification(result: dict[str, Any]) -> str:
     return render("classify.txt.j2", r=result, verdict_line=verdict_line(result))
+
+
+def rules_file(result: dict[str, Any]) -> str:
+    """A guard rail (analyze.guardrail) as a Prometheus rule file: one group,
+    evidence-<fault>, its settings and notes as comments."""
+    return render("guardrail.rules.yml.j2", r=result)

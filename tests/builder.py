@@ -11,13 +11,22 @@ against schemas/, so the builder cannot drift from the collector.
 """
 
 import hashlib
+import re
 from pathlib import Path
 from typing import Any
 
 import orjson
 from synth import GIB, KB, iso, stamp
 
+from capture.probes.prometheus import NODE_QUERIES, SEED_QUERIES
+
 Series = list[tuple[float, float]]
+EXPRS = dict(SEED_QUERIES + NODE_QUERIES)
+
+
+def _name_label(expr: str) -> dict[str, str]:
+    first = expr.split(" or ")[0].strip()
+    return {"__name__": first} if re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", first) else {}
 
 
 class Builder:
@@ -267,14 +276,20 @@ class Builder:
         return self
 
     def prometheus(self, queries: dict[str, Series], absent: tuple[str, ...] = ()) -> "Builder":
+        """Answers to the probe's queries (by name): each with the probe's real expression,
+        and, where that expression selects metrics without arithmetic, the `__name__` of its
+        first metric, as Prometheus keeps it on a plain selector's series."""
         entries = [
             {
                 "name": name,
-                "expr": name,
+                "expr": EXPRS.get(name, name),
                 "status": "ok",
                 "reason": None,
                 "series": [
-                    {"metric": {"job": "test"}, "values": [[t, repr(float(v))] for t, v in points]}
+                    {
+                        "metric": {"job": "test", **_name_label(EXPRS.get(name, name))},
+                        "values": [[t, repr(float(v))] for t, v in points],
+                    }
                 ],
             }
             for name, points in queries.items()
@@ -282,7 +297,7 @@ class Builder:
         entries += [
             {
                 "name": name,
-                "expr": name,
+                "expr": EXPRS.get(name, name),
                 "status": "absent",
                 "reason": "no series: nothing publishes this here",
                 "series": [],

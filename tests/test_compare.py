@@ -5,11 +5,13 @@ hosts, with healthy baseline snapshots between them. The clock is pinned far fro
 incidents, because "past" and the dates in entries belong to the bundle, not to today.
 """
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import orjson
 import pytest
-from conftest import bundle_errors, run_evidence
+from conftest import bundle_errors, need, run_evidence
 from freezegun import freeze_time
 from incidents import DAY_S, SCHEDULE, TONIGHT, archive, bundle
 
@@ -184,3 +186,39 @@ def test_an_old_entry_goes_in_its_place_by_date(tmp_path):
     assert add(log, "c", "2026-10-01T00:00:00", "### 2026-10-01\n")
     dates = [line[4:] for line in log.read_text().splitlines() if line.startswith("### ")]
     assert dates == ["2026-11-01", "2026-10-01", "2026-09-01"]
+
+
+def test_the_guard_rail_is_a_rule_file_promtool_accepts(lab, tmp_path):
+    need(shutil.which("promtool") is not None, "Debian's prometheus package (promtool) is missing")
+    tonight = lab["ids"][("leak-ratchet", 0, "spark-1")]
+    out = tmp_path / "rules.yml"
+    result = run_evidence("guardrail", tonight, "--archive", str(lab["root"]), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "HostMemoryLow" in result.stdout and "skipped AcceleratorMemoryHigh" in result.stdout
+    check = subprocess.run(["promtool", "check", "rules", str(out)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    text = out.read_text()
+    # Only what this machine publishes: node-exporter's MemAvailable, no DCGM.
+    assert "node_memory_MemAvailable_bytes" in text and 'expr: "DCGM' not in text
+    assert 'for: "2h"' in text  # the leak's memory alert waits long: the ratchet, not a burst
+    assert "#   models:" in text  # the llama-swap ttl setting, as a commented snippet
+
+
+def test_a_healthy_bundle_has_no_fault_to_guard_unless_named(lab):
+    healthy = lab["ids"][("no-fault", 2, "spark-1")]
+    refused = run_evidence("guardrail", healthy, "--archive", str(lab["root"]))
+    assert refused.returncode == 2 and "pass --fault" in refused.stderr
+    named = run_evidence(
+        "guardrail", healthy, "--fault", "concurrency-overload", "--archive", str(lab["root"])
+    )
+    assert named.returncode == 0, named.stderr
+    assert (
+        'alert: "RequestsQueueing' in named.stdout and "llamacpp:requests_deferred" in named.stdout
+    )
+
+
+def test_the_changelog_entry_carries_the_generated_rule(lab, con):
+    data = changelog(con, lab["ids"][("leak-ratchet", 0, "spark-1")], None, None, None)
+    assert [r["alert"] for r in data["rules"]] == ["HostMemoryLow"]
+    text = render("changelog.md.j2", d=data)
+    assert "alert `HostMemoryLow`, for 2h" in text and "promtool check rules" in text
