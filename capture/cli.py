@@ -16,10 +16,11 @@ import click
 import orjson
 
 from capture import __version__
-from capture.archive import ArchiveError, Busy, resolve_root
+from capture.archive import ArchiveError, Busy, private_dir, resolve_root
 from capture.checks import run_all as run_checks
 from capture.config import MAX_WINDOW_S, Config, ConfigError, load
 from capture.manifest import TRIGGER_KINDS
+from capture.ratelimit import Limited, admit
 from capture.redact import redact_text
 from capture.runner import Capture, Outcome, Stopped, Trigger
 
@@ -29,6 +30,7 @@ EXIT_USAGE = 2
 EXIT_BUSY = 3
 EXIT_ARCHIVE = 4
 EXIT_INCOMPLETE = 5
+EXIT_LIMITED = 6
 EXIT_STOPPED = 143  # 128 + SIGTERM, as a shell reports it
 EXIT_CODES = {
     EXIT_OK: "the bundle was sealed complete",
@@ -37,6 +39,8 @@ EXIT_CODES = {
     EXIT_BUSY: "another capture holds the archive lock; nothing was captured",
     EXIT_ARCHIVE: "the archive cannot be written (permissions, not a directory, disk full)",
     EXIT_INCOMPLETE: "the bundle was sealed but some evidence was dropped (disk full)",
+    EXIT_LIMITED: "this trigger captured less than capture.min_interval ago; skipped and "
+    "counted in its next bundle",
     EXIT_STOPPED: "stopped by SIGTERM; what was read is kept as a -partial bundle",
 }
 
@@ -268,6 +272,16 @@ def _run_capture(
 ) -> Outcome:
     """Capture, or end with one line: `code` overrides the capture's own exit status."""
     signal.signal(signal.SIGTERM, _stop)
+    try:
+        # Refused here, before the capture lock: a flood of triggers costs a file lock each.
+        private_dir(root)
+        trigger.skipped = admit(root, trigger.kind, trigger.name, config.limits.min_interval_s)
+    except Limited as exc:
+        fail(str(exc), code or EXIT_LIMITED)
+    except ArchiveError as exc:
+        fail(str(exc), code or EXIT_ARCHIVE)
+    except OSError as exc:
+        fail(f"{exc.filename or root}: {exc.strerror}", code or EXIT_ARCHIVE)
     try:
         outcome = Capture(
             config, trigger, window_s, root, on_progress=progress, health=health

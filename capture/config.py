@@ -74,6 +74,8 @@ class CaptureLimits:
     kernel_tail: int = 300
     lock_wait_s: float = 10.0
     top_n: int = 20
+    # One capture per trigger (kind:name) per this interval; manual ones are never limited.
+    min_interval_s: int = 60
 
 
 @dataclass(frozen=True)
@@ -236,6 +238,7 @@ def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
             "kernel_tail",
             "lock_wait_s",
             "top_n",
+            "min_interval",
         },
     )
     defaults = CaptureLimits()
@@ -247,6 +250,7 @@ def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
         kernel_tail=int(capture.number("kernel_tail", defaults.kernel_tail, 0, 10**5)),
         lock_wait_s=capture.number("lock_wait_s", defaults.lock_wait_s, 0, 600),
         top_n=int(capture.number("top_n", defaults.top_n, 1, 1000)),
+        min_interval_s=capture.duration("min_interval", defaults.min_interval_s),
     )
 
     engines = []

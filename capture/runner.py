@@ -45,6 +45,8 @@ class Trigger:
     kind: str = "manual"
     name: str | None = None
     detail: str | None = None
+    alerts: tuple[dict[str, Any], ...] = ()  # the Alertmanager alerts a capture answers
+    skipped: dict[str, Any] | None = None  # triggers refused by the rate limit since the last
 
     @property
     def slug(self) -> str:
@@ -230,6 +232,10 @@ class Capture:
             "detail": self.trigger.detail,
             "fired_at": iso(started),
         }
+        if self.trigger.alerts:
+            trigger["alerts"] = list(self.trigger.alerts)
+        if self.trigger.skipped:
+            trigger["skipped"] = self.trigger.skipped
         manifest = new_manifest(started, self.window_s, trigger, hostname, self.config.source)
         manifest["collector"]["process_started_at"] = iso(process_started)
         try:
