@@ -43,11 +43,13 @@ def admit(root: Path, kind: str, name: str | None, interval_s: float) -> dict[st
     if kind in UNLIMITED_KINDS or interval_s <= 0:
         return None
     key = f"{kind}:{name}" if name else kind
-    now = time.time()
     with _locked(root) as state:
+        now = time.time()  # under the lock: read before it, a loser would look earlier
         entry = state.setdefault(key, {"last": 0.0, "skipped": None})
         ago = now - entry["last"]
-        if 0 <= ago < interval_s:
+        # A clock stepped back by less than the interval still counts as recent; by more,
+        # the old stamp is meaningless and must not block this trigger for that long.
+        if -interval_s < ago < interval_s:
             skipped = entry["skipped"] or {"count": 0, "first": iso(now)}
             skipped.update(count=skipped["count"] + 1, last=iso(now))
             entry["skipped"] = skipped
