@@ -478,6 +478,7 @@ def changelog(
     adding the same entry again changes nothing.
     """
     from analyze.entries import changelog as entry
+    from capture.retention import refer
     from reports.changelog import add
     from reports.render import render
 
@@ -489,8 +490,9 @@ def changelog(
     if append_to is not None:
         try:
             added = add(append_to, data["key"], data["started_at"], text)
+            refer(root, [row["bundle_id"] for row in data["sheet"]], f"changelog {append_to}")
         except OSError as exc:
-            fail(f"{append_to}: cannot write the changelog: {exc.strerror}", EXIT_USAGE)
+            fail(f"{exc.filename or append_to}: cannot write: {exc.strerror}", EXIT_USAGE)
         said = "added to" if added else "already in"
         click.echo(f"{said} {append_to}: {data['date']} {data['verdict']}", err=as_json)
         if not as_json:
@@ -512,6 +514,16 @@ def _write_page(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _write_report(root: Path, target: Path, data: dict[str, Any]) -> None:
+    """A report page; the incident it is compared with is then kept by prune."""
+    from capture.retention import refer
+    from reports.html import report_page
+
+    _write_page(target, report_page(data))
+    against = data["comparison"]["against"]
+    refer(root, [against["bundle_id"] if against else None], f"compared with in {target.name}")
 
 
 @main.command()
@@ -543,7 +555,7 @@ def report(
     """
     from analyze.report import index
     from analyze.report import report as build
-    from reports.html import index_page, report_page
+    from reports.html import index_page
 
     if bundle is None and not with_index:
         raise click.UsageError("name a BUNDLE, or ask for the --index")
@@ -554,7 +566,7 @@ def report(
         if bundle is not None:
             con, bundle_id = _bundle(root, bundle)
             target = out or pages / f"{bundle_id}.html"
-            _write_page(target, report_page(build(con, bundle_id)))
+            _write_report(root, target, build(con, bundle_id))
             written.append(str(target))
         if with_index:
             if bundle is None:
@@ -566,7 +578,7 @@ def report(
                 row["href"] = f"{row['bundle_id']}.html"
                 page = pages / row["href"]
                 if not page.exists():
-                    _write_page(page, report_page(build(con, row["bundle_id"])))
+                    _write_report(root, page, build(con, row["bundle_id"]))
                     written.append(str(page))
                 if progress:
                     click.echo(f"\rreports {n}/{len(rows)}", err=True, nl=False)

@@ -12,7 +12,6 @@ Invariants:
 - One bad bundle never stops the rest.
 """
 
-import fcntl
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -25,11 +24,11 @@ import orjson
 
 from analyze import load, validate
 from analyze.ddl import migrate
+from capture.archive import INGEST_LOCK, Busy, CaptureLock
 from capture.clock import iso
 
 DATABASE = "evidence.duckdb"
 QUARANTINE = "quarantine.jsonl"
-LOCK = ".ingest.lock"
 BATCH = 250  # bundles per transaction; their series are not held in memory
 
 
@@ -110,24 +109,6 @@ def candidates(root: Path, paths: Iterable[Path]) -> list[Path]:
     return found
 
 
-class _Lock:
-    def __init__(self, root: Path, wait_s: float):
-        self.fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(self.fd)
-                    raise Locked(f"another ingest is writing {root / DATABASE}") from None
-                time.sleep(0.1)
-
-    def release(self) -> None:
-        os.close(self.fd)
-
-
 def ingest(
     root: Path,
     paths: Iterable[Path] = (),
@@ -135,7 +116,11 @@ def ingest(
     progress: Callable[[int, int], None] | None = None,
 ) -> Summary:
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    lock = _Lock(root, wait_s)
+    lock = CaptureLock(root, INGEST_LOCK)
+    try:
+        lock.acquire(wait_s)
+    except Busy:
+        raise Locked(f"another ingest is writing {root / DATABASE}") from None
     try:
         con = connect(root)
         try:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 BUNDLES = "bundles"
 LOCK_NAME = ".capture.lock"
+INGEST_LOCK = ".ingest.lock"  # ingest and prune: a bundle is not read while it is removed
 INPROGRESS_SUFFIX = ".inprogress"
 PARTIAL_SUFFIX = "-partial"
 
@@ -97,10 +98,11 @@ def partial_path(leftover: Path) -> Path:
 
 
 class CaptureLock:
-    """An exclusive, bounded-wait lock on the archive. Released when the process dies."""
+    """An exclusive, bounded-wait lock on the archive (by default the captures'; ingest and
+    prune share another). Released when the process dies."""
 
-    def __init__(self, root: Path):
-        self.path = root / LOCK_NAME
+    def __init__(self, root: Path, name: str = LOCK_NAME):
+        self.path = root / name
         self.fd: int | None = None
 
     def acquire(self, wait_s: float) -> None:

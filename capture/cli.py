@@ -8,6 +8,7 @@ import math
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,14 @@ import click
 import orjson
 
 from capture import __version__
-from capture.archive import ArchiveError, Busy, private_dir, resolve_root
+from capture.archive import (
+    INGEST_LOCK,
+    ArchiveError,
+    Busy,
+    CaptureLock,
+    private_dir,
+    resolve_root,
+)
 from capture.checks import run_all as run_checks
 from capture.config import MAX_WINDOW_S, Config, ConfigError, load
 from capture.manifest import TRIGGER_KINDS
@@ -360,3 +368,116 @@ def _progress_bar(elapsed: float, total: float) -> None:
         err=True,
         nl=False,
     )
+
+
+_SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def _size(text: str) -> int:
+    number, unit = text[:-1] if text[-1:].isalpha() else text, text[-1:].upper()
+    unit = unit if text[-1:].isalpha() else ""
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if unit not in _SIZE_UNITS or not math.isfinite(value) or value < 0:
+        raise click.BadParameter(
+            f"{text!r}: expected a size such as 500M or 20G", param_hint="--max-size"
+        )
+    return int(value * _SIZE_UNITS[unit])
+
+
+_PRUNE_EXIT = (
+    "\b\nExit status:\n  0  pruned (or, with --dry-run, listed)\n  2  bad usage\n"
+    "  3  an ingest held the archive"
+)
+
+
+@main.command(epilog=_PRUNE_EXIT)
+@click.option("--keep-days", type=click.FloatRange(0), metavar="DAYS", help="Remove older bundles.")
+@click.option("--max-size", metavar="SIZE", help="Remove the oldest until bundles fit: 500M, 20G.")
+@click.option("--dry-run", is_flag=True, help="List what would go; remove nothing.")
+@archive_options
+@click.option("--json", "as_json", is_flag=True, help="What went (or would go) as JSON.")
+def prune(
+    keep_days: float | None,
+    max_size: str | None,
+    dry_run: bool,
+    archive: str | None,
+    config_path: str | None,
+    as_json: bool,
+) -> None:
+    """Keep the archive bounded: remove bundles older than --keep-days, then the oldest
+    until the bundles fit in --max-size, baselines (cron) before incidents.
+
+    Never removed: a bundle marked with `evidence keep`, one a changelog entry or a
+    written report refers to, and the newest bundle of each host. The archive's database
+    keeps what was ingested from a removed bundle.
+    """
+    from capture import retention
+
+    if keep_days is None and max_size is None:
+        raise click.UsageError("say what to keep: --keep-days, --max-size, or both")
+    max_bytes = _size(max_size) if max_size else None
+    root = resolve_root(archive, _config(config_path).archive)
+    lock = CaptureLock(root, INGEST_LOCK)
+    try:
+        if not dry_run:
+            lock.acquire(10.0)  # an ingest must not read a bundle half removed
+        bundles = retention.inventory(root)
+        gone, held = retention.plan(
+            bundles, retention.referenced(root), time.time(), keep_days, max_bytes
+        )
+        for b in [] if dry_run else gone:
+            retention.remove(b)
+    except Busy:
+        fail("an ingest is reading the archive; try again when it is done", EXIT_BUSY)
+    except OSError as exc:
+        fail(f"{exc.filename or root}: {exc.strerror}", EXIT_ARCHIVE)
+    finally:
+        lock.release()
+    freed = sum(b.size for b in gone)
+    left = sum(b.size for b in bundles) - freed
+    if as_json:
+        report = {
+            "dry_run": dry_run,
+            "removed": [b.describe() for b in gone],
+            "kept": held,
+            "freed_bytes": freed,
+            "left_bytes": left,
+        }
+        click.echo(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
+        return
+    verb = "would remove" if dry_run else "removed"
+    for b in gone:
+        click.echo(f"{verb} {b.path}" + (" (baseline)" if b.routine else ""))
+    for h in held:
+        click.echo(f"kept {h['path']}: {'; '.join(h['kept_because'])}")
+    click.echo(
+        f"{verb} {len(gone)} bundle(s), {freed / 2**20:.1f} MiB; "
+        f"{len(bundles) - len(gone)} left, {left / 2**20:.1f} MiB"
+    )
+
+
+@main.command()
+@click.argument("bundle")
+@click.option("--reason", default="kept by hand", show_default=True, help="Why, for prune's list.")
+@archive_options
+def keep(bundle: str, reason: str, archive: str | None, config_path: str | None) -> None:
+    """Mark BUNDLE (a directory or a bundle id) so that prune never removes it."""
+    from capture import retention
+
+    root = resolve_root(archive, _config(config_path).archive)
+    path = Path(bundle)
+    by_id = {b.bundle_id: b for b in retention.inventory(root)}
+    if path.is_dir():
+        try:
+            bundle_id = orjson.loads((path / "manifest.json").read_bytes())["bundle_id"]
+        except (OSError, orjson.JSONDecodeError, KeyError):
+            fail(f"{path}: not a bundle (no readable manifest.json)", EXIT_USAGE)
+    elif bundle in by_id:
+        bundle_id = bundle
+    else:
+        fail(f"no bundle {bundle!r} in the archive {root}", EXIT_USAGE)
+    retention.refer(root, [bundle_id], reason)
+    click.echo(f"kept {bundle_id}: {reason}")

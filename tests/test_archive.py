@@ -22,7 +22,8 @@ from synth import GIB, Host, write_bundle
 
 from analyze.cli import main
 from analyze.export import read_back
-from analyze.ingest import LOCK, QUARANTINE
+from analyze.ingest import QUARANTINE
+from capture.archive import INGEST_LOCK as LOCK
 
 NOW = datetime(2026, 11, 10, 12, 0, tzinfo=UTC)
 

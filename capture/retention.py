@@ -1,0 +1,154 @@
+"""A bounded archive: prune by age and by total size, oldest baselines first, never a
+bundle something refers to.
+
+References live in <root>/references.jsonl, one line per bundle and reason: `evidence
+keep`, a changelog entry (its incident, the bundle after the change, the healthy
+baseline of its recording sheet), and a written report (its bundle and the incident it
+is compared with). Besides those, the newest bundle of each host is kept, so a host never
+loses its last baseline, and a bundle still being written is never looked at.
+
+A bundle goes by being renamed to a hidden name first (it vanishes at once for readers),
+then removed. The archive's database keeps what was ingested from it: prune frees the
+raw files, not the history.
+"""
+
+import os
+import shutil
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from capture.archive import BUNDLES
+from capture.clock import iso
+
+REFERENCES = "references.jsonl"
+ROUTINE = ("cron",)  # baselines: the first to go
+
+
+@dataclass
+class Bundle:
+    path: Path
+    bundle_id: str | None
+    host: str
+    started: float
+    routine: bool
+    size: int
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "bundle_id": self.bundle_id,
+            "host": self.host,
+            "started_at": iso(self.started),
+            "baseline": self.routine,
+            "bytes": self.size,
+        }
+
+
+def refer(root: Path, bundle_ids: Iterable[str | None], why: str) -> None:
+    """Record that something refers to these bundles, so prune keeps them."""
+    now = iso(time.time())
+    lines = b"".join(
+        orjson.dumps({"bundle_id": b, "why": why, "at": now}) + b"\n" for b in bundle_ids if b
+    )
+    if lines:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with open(root / REFERENCES, "ab", opener=_private) as f:
+            f.write(lines)
+
+
+def _private(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+
+
+def referenced(root: Path) -> dict[str, list[str]]:
+    """bundle id -> why it is kept. A torn last line (a writer killed mid-line) is skipped."""
+    out: dict[str, list[str]] = {}
+    try:
+        text = (root / REFERENCES).read_bytes()
+    except FileNotFoundError:
+        return out
+    for line in text.splitlines():
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        out.setdefault(entry["bundle_id"], []).append(entry["why"])
+    return out
+
+
+def inventory(root: Path) -> list[Bundle]:
+    """Every sealed or partial bundle of the archive, oldest first."""
+    found = []
+    base = root / BUNDLES
+    for host in sorted(base.iterdir()) if base.is_dir() else []:
+        if not host.is_dir() or host.name.startswith("."):
+            continue
+        for path in sorted(host.iterdir()):
+            if path.name.startswith(".") or not path.is_dir() or path.is_symlink():
+                continue
+            found.append(_bundle(host.name, path))
+    return sorted(found, key=lambda b: b.started)
+
+
+def _bundle(host: str, path: Path) -> Bundle:
+    try:
+        manifest = orjson.loads((path / "manifest.json").read_bytes())
+        bundle_id, kind = manifest.get("bundle_id"), manifest["trigger"]["kind"]
+        started = datetime.fromisoformat(manifest["started_at"]).timestamp()
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        # Unreadable: dated by its name, and never counted as a baseline.
+        bundle_id, kind = None, None
+        stamp = path.name.split("_")[0]
+        try:
+            started = datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()
+        except ValueError:
+            started = path.stat().st_mtime
+    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+    return Bundle(path, bundle_id, host, started, kind in ROUTINE, size)
+
+
+def plan(
+    bundles: list[Bundle],
+    keep: dict[str, list[str]],
+    now: float,
+    keep_days: float | None,
+    max_bytes: int | None,
+) -> tuple[list[Bundle], list[dict[str, Any]]]:
+    """What goes, and what stays although a limit asked for it (and why)."""
+    newest = {b.host: b for b in bundles}  # bundles are oldest first
+    held: list[dict[str, Any]] = []
+
+    def protected(b: Bundle) -> list[str]:
+        why = list(keep.get(b.bundle_id or "", []))
+        if newest[b.host] is b:
+            why.append(f"the newest bundle of {b.host}")
+        return why
+
+    # Oldest first, baselines before incidents at any age.
+    order = sorted(bundles, key=lambda b: (not b.routine, b.started))
+    gone: list[Bundle] = []
+    total = sum(b.size for b in bundles)
+    for b in order:
+        too_old = keep_days is not None and now - b.started > keep_days * 86400
+        too_big = max_bytes is not None and total > max_bytes
+        if not (too_old or too_big):
+            continue
+        why = protected(b)
+        if why:
+            held.append({**b.describe(), "kept_because": why})
+            continue
+        gone.append(b)
+        total -= b.size
+    return gone, held
+
+
+def remove(bundle: Bundle) -> None:
+    hidden = bundle.path.with_name(f".pruning-{bundle.path.name}")
+    bundle.path.rename(hidden)
+    shutil.rmtree(hidden)

@@ -1,0 +1,125 @@
+"""A bounded archive that keeps what it must: prune by age and size, baselines first, never
+a bundle a changelog entry, a report's comparison or `evidence keep` refers to."""
+
+import os
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from conftest import bundles, run_evidence
+from incidents import DAY_S, bundle
+
+from capture.archive import INGEST_LOCK
+
+NOW = time.time()
+
+
+def _id(path: Path) -> str:
+    return orjson.loads((path / "manifest.json").read_bytes())["bundle_id"]
+
+
+@pytest.fixture
+def lab(tmp_path) -> dict:
+    """Forty days of one host: a baseline every four days, an incident every ten."""
+    made = {}
+    for days in range(40, 0, -4):
+        made[f"baseline-{days}"] = bundle(
+            tmp_path, "no-fault", NOW - days * DAY_S - 60, trigger=("cron", "baseline")
+        )
+    for days in (38, 28, 18, 8):
+        made[f"leak-{days}"] = bundle(tmp_path, "leak-ratchet", NOW - days * DAY_S, seed=days)
+    return {"root": tmp_path, "made": made}
+
+
+def _prune(root: Path, *args: str) -> dict:
+    result = run_evidence("prune", "--archive", str(root), "--json", *args)
+    assert result.returncode == 0, result.stderr
+    return orjson.loads(result.stdout)
+
+
+def test_age_removes_old_bundles_but_keeps_what_is_referred_to(lab):
+    root, made = lab["root"], lab["made"]
+    kept = run_evidence("keep", _id(made["leak-38"]), "--archive", str(root), "--reason", "RMA")
+    assert kept.returncode == 0, kept.stderr
+    log = root / "CHANGELOG.md"
+    entry = run_evidence(
+        "changelog", str(made["leak-28"]), "--change", "ttl: 600",
+        "--append", str(log), "--archive", str(root),
+    )  # fmt: skip
+    assert entry.returncode == 0, entry.stderr
+    out = _prune(root, "--keep-days", "15")
+    removed = {Path(b["path"]).name for b in out["removed"]}
+    left = {p.name for p in bundles(root)}
+    assert made["leak-38"].name in left  # kept by hand
+    assert made["leak-28"].name in left  # the changelog entry's incident
+    assert made["leak-18"].name not in left and made["leak-18"].name in removed
+    assert made["baseline-40"].name not in left
+    assert made["baseline-4"].name in left and made["leak-8"].name in left  # young enough
+    why = {Path(k["path"]).name: k["kept_because"] for k in out["kept"]}
+    assert why[made["leak-38"].name] == ["RMA"]
+    assert any("changelog" in w for w in why[made["leak-28"].name])
+
+
+def test_size_takes_baselines_before_any_incident(lab):
+    root = lab["root"]
+    sizes = {p.name: sum(f.stat().st_size for f in p.iterdir()) for p in bundles(root)}
+    # Room for the incidents and the host's newest bundle (a baseline, always kept).
+    budget = sum(v for k, v in sizes.items() if "_alert" in k)
+    budget += sizes[lab["made"]["baseline-4"].name]
+    out = _prune(root, "--max-size", str(budget))
+    gone = [Path(b["path"]).name for b in out["removed"]]
+    assert len(gone) == 9 and all("_cron" in name for name in gone)
+    left = {p.name for p in bundles(root)}
+    assert all(name in left for name in sizes if "_alert" in name)
+    assert out["left_bytes"] <= budget
+
+
+def test_the_newest_bundle_of_a_host_stays_whatever_the_limits(lab):
+    out = _prune(lab["root"], "--keep-days", "0", "--max-size", "0")
+    (left,) = bundles(lab["root"])
+    assert left.name == lab["made"]["baseline-4"].name
+    assert any("newest bundle" in w for k in out["kept"] for w in k["kept_because"])
+
+
+def test_a_dry_run_lists_the_same_and_removes_nothing(lab):
+    before = bundles(lab["root"])
+    dry = _prune(lab["root"], "--keep-days", "15", "--dry-run")
+    assert bundles(lab["root"]) == before
+    real = _prune(lab["root"], "--keep-days", "15")
+    assert [b["path"] for b in dry["removed"]] == [b["path"] for b in real["removed"]]
+
+
+def test_the_database_keeps_the_history_of_a_removed_bundle(lab):
+    root = lab["root"]
+    assert run_evidence("ingest", "--archive", str(root)).returncode == 0
+    old = _id(lab["made"]["leak-18"])
+    _prune(root, "--keep-days", "15")
+    assert not lab["made"]["leak-18"].exists()
+    query = f"select bundle_id from bundles where bundle_id = '{old}'"
+    result = run_evidence("sql", query, "--archive", str(root), "--json")
+    assert orjson.loads(result.stdout) == [{"bundle_id": old}]
+    again = run_evidence("ingest", "--archive", str(root))
+    assert again.returncode == 0, again.stderr  # nothing quarantined for a removed bundle
+
+
+def test_prune_waits_for_no_ingest_and_says_so(lab):
+    import fcntl
+
+    root = lab["root"]
+    fd = os.open(root / INGEST_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        result = run_evidence("prune", "--keep-days", "1", "--archive", str(root), timeout=60)
+    finally:
+        os.close(fd)
+    assert result.returncode == 3 and "ingest" in result.stderr
+    assert len(bundles(root)) == len(lab["made"])
+
+
+def test_bad_usage_is_one_line(lab):
+    for args in ((), ("--max-size", "lots"), ("--keep-days", "-1")):
+        result = run_evidence("prune", "--archive", str(lab["root"]), *args)
+        assert result.returncode == 2, (args, result.stderr)
+    unknown = run_evidence("keep", "20200101T000000Z-000000000000", "--archive", str(lab["root"]))
+    assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1
