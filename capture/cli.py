@@ -6,6 +6,7 @@ a traceback. Exit statuses are listed in EXIT_CODES and in the README.
 
 import math
 import os
+import shutil
 import signal
 import sys
 import time
@@ -481,3 +482,67 @@ def keep(bundle: str, reason: str, archive: str | None, config_path: str | None)
         fail(f"no bundle {bundle!r} in the archive {root}", EXIT_USAGE)
     retention.refer(root, [bundle_id], reason)
     click.echo(f"kept {bundle_id}: {reason}")
+
+
+@main.command()
+@click.option(
+    "--install",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Write the units into DIR (e.g. /etc/systemd/system) instead of printing them.",
+)
+@click.option("--force", is_flag=True, help="With --install: replace units that differ.")
+@click.option("--listen", default="127.0.0.1:9095", show_default=True, help="For serve's unit.")
+@click.option("--token-file", metavar="FILE", help="For serve's unit: the bearer token's file.")
+@archive_options
+def units(
+    directory: Path | None,
+    force: bool,
+    listen: str,
+    token_file: str | None,
+    archive: str | None,
+    config_path: str | None,
+) -> None:
+    """The systemd units that start captures by themselves.
+
+    evidence-capture@.service (for OnFailure=evidence-capture@%n.service in any unit:
+    the failed unit becomes the trigger systemd:<unit>), evidence-baseline.service and
+    .timer (a snapshot every 10 minutes), evidence-check.service and .timer (the health
+    checks every minute) and evidence-serve.service (the Alertmanager receiver). They
+    run this very `evidence`, with --archive and --config passed on. Then:
+    systemctl daemon-reload; systemctl enable --now evidence-baseline.timer
+    evidence-check.timer evidence-serve.service
+    """
+    from capture.units import UnitConflict, install, unit_files
+
+    config = _config(config_path)
+    evidence = str(Path(sys.argv[0]).resolve()) if os.path.isabs(sys.argv[0]) else None
+    evidence = evidence or shutil.which("evidence") or sys.argv[0]
+    timeouts = [c.timeout_s for c in config.checks] or [60.0]
+    try:
+        files = unit_files(
+            str(Path(evidence).absolute()),
+            archive,
+            config_path,
+            window_s=config.window_s,
+            check_timeout_s=max(timeouts),
+            listen=listen,
+            token_file=token_file,
+        )
+    except ValueError as exc:
+        fail(str(exc), EXIT_USAGE)
+    if directory is None:
+        for name, text in files.items():
+            click.echo(f"### {name}\n{text}")
+        return
+    try:
+        written = install(directory, files, force=force)
+    except UnitConflict as exc:
+        fail(f"{exc}; --force replaces it", EXIT_USAGE)
+    except OSError as exc:
+        fail(f"{exc.filename or directory}: {exc.strerror}", EXIT_ARCHIVE)
+    for path in written:
+        click.echo(f"wrote {path}")
+    if not written:
+        click.echo(f"the units in {directory} are already these")
