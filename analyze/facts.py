@@ -89,6 +89,9 @@ class Facts:
     previous: dict[str, Any] | None = None
     engine_load: dict[str, list[float]] = field(default_factory=dict)  # engine -> busy readings
     engine_targets_up: int | None = None  # Prometheus engine targets up at the end
+    # Each OOM-killer kill the kernel log holds: seconds before the bundle began (None when
+    # the kernel did not date it), and the line.
+    oom_kills: list[tuple[float | None, str]] = field(default_factory=list)
 
     def measured(self, probe: str) -> bool:
         return self.probes.get(probe, ("absent", None))[0] == "ok"
@@ -159,6 +162,15 @@ def derive(con: duckdb.DuckDBPyConnection, bundle_id: str) -> Facts:
         for row in _rows(con, f"SELECT text, tags FROM {table} WHERE bundle_id = ?", [bundle_id]):
             for tag in row["tags"]:
                 facts.lines.setdefault(tag, []).append(row["text"])
+    facts.oom_kills = [
+        (None if t is None else bundle["started_at"].timestamp() - t.timestamp(), text)
+        for t, text in con.execute(
+            """SELECT t, text FROM kernel_events WHERE bundle_id = ?
+               AND list_contains(tags, 'oom-killer') AND text LIKE '%Killed process%'
+               ORDER BY t NULLS FIRST""",
+            [bundle_id],
+        ).fetchall()
+    ]
     previous = _rows(
         con,
         """

@@ -41,6 +41,7 @@ COMPILERS = (
 BUILD_SHARE = 0.30  # compilers holding this share of memory are load, not background
 PSI_SOME_HIGH = 10.0  # % of time some task stalled on memory (avg10)
 PSI_FULL_HIGH = 5.0
+RECENT_KILL_S = 3600  # an OOM kill this long before the capture can be the fault's own
 ENGINE_WORDS = {
     "llama-server": ("llama-server", "llama_server"),
     "vllm": ("vllm",),
@@ -265,9 +266,16 @@ def host_exhaustion(f: Facts) -> Judgement:
     j = Judgement()
     if not f.measured("kernel"):
         j.missing.append("the kernel log")
-    kills = [x for x in f.lines.get("oom-killer", []) if "Killed process" in x]
+    # A kill long before the capture belongs to an earlier night: context, not this fault.
+    kills = [(ago, text) for ago, text in f.oom_kills if ago is None or ago <= RECENT_KILL_S]
     if kills:
-        j.add(4, f"the OOM killer ran: {kills[-1][:200]}")
+        ago, text = kills[-1]
+        when = "" if ago is None else f" {max(ago, 0) / 60:.0f} min before the capture"
+        j.add(4, f"the OOM killer ran{when}: {text[:200]}")
+    elif f.oom_kills:
+        ago, text = f.oom_kills[-1]
+        j.add(1, f"an OOM kill {ago / 3600:.1f} h before the capture, too early to be this "
+              f"fault's: {text[:160]}")  # fmt: skip
     if f.lines.get("host-alloc-fail"):
         j.add(2, f"an allocation failed: {_last(f, 'host-alloc-fail')}")
     available = _values(f, "available")

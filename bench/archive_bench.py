@@ -19,6 +19,7 @@ import datetime
 import math
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -35,6 +36,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 
+CLASSIFY_SAMPLE = 40  # bundles classified, spread over the archive's time
+REPORT_SAMPLE = 5  # report pages rendered (each compares with every earlier incident)
 GOAL_INGEST_RATIO = 3.0  # ingest wall / plain read_json wall
 GOAL_BASELINE_S = 1.0
 
@@ -171,8 +174,11 @@ def file_bytes(path: Path) -> int:
 
 def bench(args: argparse.Namespace, scratch: Path) -> int:
     from analyze.baseline import baseline
+    from analyze.classify import classify
     from analyze.ingest import DATABASE, connect, ingest
+    from analyze.report import report
     from analyze.timeline import timeline
+    from reports.html import report_page
 
     root = scratch / "archive"
     hosts = f"{args.hosts} host{'s' if args.hosts != 1 else ''}"
@@ -266,6 +272,21 @@ def bench(args: argparse.Namespace, scratch: Path) -> int:
             found = timeline(con, host, since)
             line_s.append(time.perf_counter() - t0)
             events.update(e["kind"] for e in found)
+        print(f"classify and report, {CLASSIFY_SAMPLE} bundles ...", file=sys.stderr)
+        ids = [
+            r[0]
+            for r in con.execute("SELECT bundle_id FROM bundles ORDER BY started_at").fetchall()
+        ]
+        sample = ids[:: max(1, len(ids) // CLASSIFY_SAMPLE)][:CLASSIFY_SAMPLE]
+        classify_s, report_s = [], []
+        for bundle_id in sample:
+            t0 = time.perf_counter()
+            classify(con, bundle_id)
+            classify_s.append(time.perf_counter() - t0)
+        for bundle_id in sample[-REPORT_SAMPLE:]:
+            t0 = time.perf_counter()
+            report_page(report(con, bundle_id))
+            report_s.append(time.perf_counter() - t0)
     finally:
         con.close()
     first_s, first = base[archive.hosts[0]]
@@ -287,6 +308,17 @@ def bench(args: argparse.Namespace, scratch: Path) -> int:
         ),
         Row(f"5. timeline, one host ({per_host} bundles)", "(info)", fmt_s(line_s[0])),
         Row(f"   timeline, all {hosts}, total", "(info)", fmt_s(sum(line_s))),
+        Row(
+            f"6. classify one bundle of {n}, median of {len(classify_s)}",
+            "(info)",
+            fmt_s(statistics.median(classify_s)),
+        ),
+        Row(f"   classify, max of {len(classify_s)}", "(info)", fmt_s(max(classify_s))),
+        Row(
+            f"7. report page (classify, compare with the past, graphs), median of {len(report_s)}",
+            "(info)",
+            fmt_s(statistics.median(report_s)),
+        ),
     ]
 
     print(render(rows))

@@ -164,7 +164,8 @@ class Builder:
         )
         return self
 
-    def kernel(self, lines: list[str]) -> "Builder":
+    def kernel(self, lines: list[str], ago_s: float = 30.0) -> "Builder":
+        """Kernel lines logged ago_s seconds before the capture."""
         self._put(
             "kernel",
             {
@@ -173,8 +174,8 @@ class Builder:
                 "lines": [
                     {
                         "seq": 100 + i,
-                        "time": iso(self.at - 30),
-                        "uptime_s": self.uptime_s - 30,
+                        "time": iso(self.at - ago_s),
+                        "uptime_s": self.uptime_s - ago_s,
                         "level": 3,
                         "facility": 0,
                         "matched": True,

@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 from builder import Builder, engine
-from conftest import bundle_errors, run_evidence
+from conftest import bundle_errors, run_evidence, write_config
 
 from analyze.classify import catalog, classify
 from analyze.ingest import connect, ingest
@@ -210,6 +210,14 @@ def test_host_exhaustion_from_the_kernel_and_the_collapse(tmp_path):
     b.memory([(t, TOTAL - (2 * GIB if t > AT + 20 else 30 * GIB)) for t in WINDOW])
     result = verdict(tmp_path, b)
     assert result["verdict"] == "host-exhaustion", scores(result)
+
+
+def test_an_oom_kill_from_hours_before_is_context_not_the_fault(tmp_path):
+    kill = "Out of memory: Killed process 4321 (python3) total-vm:66093824kB, anon-rss:3124kB"
+    result = verdict(tmp_path, base().kernel([kill], ago_s=5 * 3600))
+    assert result["verdict"] == "no-fault", scores(result)
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    assert host["score"] == 1 and "5.0 h before the capture" in host["evidence_for"][0]
 
 
 def test_accelerator_oom_is_confirmed_by_its_line(tmp_path):
@@ -469,6 +477,11 @@ def test_two_candidates_within_a_point_are_ambiguous_and_say_what_separates_them
     assert any("requests running rose" in f for f in result["findings"])
 
 
+# The machine's own kernel log is not part of the scenario: the fault lab's tests kill
+# processes in cgroups on purpose, and their OOM lines would speak for host-exhaustion.
+QUIET_KERNEL = '[capture]\nkernel_lookback = "1s"\nkernel_tail = 0\n'
+
+
 def test_a_real_build_swarm_on_this_machine(tmp_path):
     """Real processes named like compilers (a copy of the Python binary called cc1plus),
     each holding real memory, captured by the real collector."""
@@ -487,7 +500,17 @@ def test_a_real_build_swarm_on_this_machine(tmp_path):
             if rss >= per * 4 * 0.95:
                 break
             time.sleep(0.2)
-        captured = run_evidence("capture", "--archive", str(tmp_path / "a"), "--window", "2", "-q")
+        config = write_config(tmp_path / "c.toml", QUIET_KERNEL)
+        captured = run_evidence(
+            "capture",
+            "--archive",
+            str(tmp_path / "a"),
+            "--window",
+            "2",
+            "-q",
+            "--config",
+            str(config),
+        )
         assert captured.returncode == 0, captured.stderr
     finally:
         for p in procs:
@@ -501,7 +524,10 @@ def test_a_real_build_swarm_on_this_machine(tmp_path):
 
 
 def test_this_quiet_machine_is_no_fault(tmp_path):
-    captured = run_evidence("capture", "--archive", str(tmp_path), "--window", "3", "-q")
+    config = write_config(tmp_path / "c.toml", QUIET_KERNEL)
+    captured = run_evidence(
+        "capture", "--archive", str(tmp_path), "--window", "3", "-q", "--config", str(config)
+    )
     assert captured.returncode == 0, captured.stderr
     result = orjson.loads(
         run_evidence("classify", "latest", "--archive", str(tmp_path), "--json").stdout

@@ -163,7 +163,11 @@ def comparison(tmp_path_factory):
         prometheus = Prometheus(place, openmetrics(scenario(name, n, random.Random(5)), end))
         try:
             config = write_config(
-                place / "c.toml", f'[prometheus]\nurl = "{prometheus.url}"\nlookback = "24h"\n'
+                place / "c.toml",
+                f'[prometheus]\nurl = "{prometheus.url}"\nlookback = "24h"\n'
+                # The scenario is the Prometheus history; this machine's own kernel log
+                # (where the fault lab kills processes on purpose) is not part of it.
+                '[capture]\nkernel_lookback = "1s"\nkernel_tail = 0\n',
             )
             archive = place / "archive"
             captured = run_evidence(
