@@ -32,6 +32,7 @@ from capture.manifest import TRIGGER_KINDS
 from capture.ratelimit import Limited, admit
 from capture.redact import redact_text
 from capture.runner import Capture, Outcome, Stopped, Trigger
+from capture.serve_cli import add_serve_command
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -546,3 +547,6 @@ def units(
         click.echo(f"wrote {path}")
     if not written:
         click.echo(f"the units in {directory} are already these")
+
+
+add_serve_command(main)

@@ -117,15 +117,31 @@ def redact_argv(argv: list[str]) -> list[str]:
     return out
 
 
+# A mapping key that names a secret: its text value is the secret itself, whatever it
+# looks like ({"password": "hunter2"} in an engine's answer or an alert's labels). Whole
+# words only, so "token_usage" or "max_total_num_tokens" stay readable.
+_SECRET_KEY = re.compile(
+    r"(?:^|[_.\-])(?:pass(?:word|wd|phrase)?|secret|token|api[_\-]?key|apikey|auth(?:orization)?"
+    r"|credentials?|private[_\-]?key|access[_\-]?key|session[_\-]?key|cookie)$",
+    re.IGNORECASE,
+)
+
+
 def scrub(value: Any) -> Any:
-    """Redact every string in a record; lists under an ARGV_KEYS key are treated as argv."""
+    """Redact every string in a record; lists under an ARGV_KEYS key are treated as argv,
+    and a text value under a key that names a secret goes whole."""
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, dict):
-        return {
-            k: redact_argv(v) if k in ARGV_KEYS and isinstance(v, list) else scrub(v)
-            for k, v in value.items()
-        }
+        return {k: _scrub_item(k, v) for k, v in value.items()}
     if isinstance(value, list):
         return [scrub(v) for v in value]
     return value
+
+
+def _scrub_item(key: Any, value: Any) -> Any:
+    if key in ARGV_KEYS and isinstance(value, list):
+        return redact_argv(value)
+    if isinstance(value, str) and value and isinstance(key, str) and _SECRET_KEY.search(key):
+        return MARK
+    return scrub(value)

@@ -161,3 +161,19 @@ def test_trigger_name_and_detail_are_redacted_before_they_become_a_path(tmp_path
 )
 def test_secrets_inside_free_text(text, secret):
     assert secret not in redact_text(text)
+
+
+def test_a_value_under_a_key_that_names_a_secret_goes_whole():
+    record = {
+        "labels": {"password": "hunter2", "X-Api-Key": "k-7f3a", "auth": "plain"},
+        "nested": [{"db_secret": "s3cr3t", "session_token": "abc"}],
+        # Readings whose names merely contain the word stay readable.
+        "sglang:token_usage": "0.52",
+        "max_total_num_tokens": 4096,
+        "author": "bob",
+    }
+    out = scrub(record)
+    assert out["labels"] == {"password": MARK, "X-Api-Key": MARK, "auth": MARK}
+    assert out["nested"] == [{"db_secret": MARK, "session_token": MARK}]
+    assert out["sglang:token_usage"] == "0.52" and out["max_total_num_tokens"] == 4096
+    assert out["author"] == "bob"

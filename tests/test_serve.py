@@ -1,0 +1,706 @@
+"""`evidence serve`, the Alertmanager webhook receiver: the payload parser, the HTTP answers,
+coalescing, cool-down, Busy, and end to end with Debian's real Prometheus and Alertmanager.
+
+In-process tests start a Server on an ephemeral loopback port with real captures (the
+runner `evidence capture` uses); the command-line tests run the installed `evidence`.
+"""
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from conftest import EVIDENCE, bundle_errors, bundles, manifest, need, run_evidence
+from fakes import closed_port
+
+from capture.archive import CaptureLock
+from capture.config import from_dict
+from capture.serve import (
+    JOURNAL,
+    MAX_BODY_BYTES,
+    CoolDown,
+    PayloadError,
+    Server,
+    TokenError,
+    derived_fingerprint,
+    parse_listen,
+    parse_payload,
+    read_token,
+)
+
+TOKEN = "s3cret-webhook-token-0123456789"
+
+# The webhook body exactly as Alertmanager's docs (docs/configuration.md, <webhook_config>)
+# lay it out, with values as Alertmanager 0.25 fills them in.
+DOC_PAYLOAD: dict[str, Any] = {
+    "version": "4",
+    "groupKey": '{}:{alertname="HostOutOfMemory"}',
+    "truncatedAlerts": 0,
+    "status": "firing",
+    "receiver": "evidence",
+    "groupLabels": {"alertname": "HostOutOfMemory"},
+    "commonLabels": {"alertname": "HostOutOfMemory", "instance": "box:9100", "job": "node"},
+    "commonAnnotations": {"summary": "box: available memory below 5%"},
+    "externalURL": "http://box:9093",
+    "alerts": [
+        {
+            "status": "firing",
+            "labels": {"alertname": "HostOutOfMemory", "instance": "box:9100", "job": "node"},
+            "annotations": {"summary": "box: available memory below 5%"},
+            "startsAt": "2026-11-29T03:12:40.123Z",
+            "endsAt": "0001-01-01T00:00:00Z",
+            "generatorURL": "http://box:9090/graph?g0.expr=node_memory_MemAvailable_bytes",
+            "fingerprint": "5ba8d1b1d3e6b3a0",
+        }
+    ],
+}
+
+
+def alert(name: str, fingerprint: str | None = None, status: str = "firing", **labels: str):
+    item: dict[str, Any] = {
+        "status": status,
+        "labels": {"alertname": name, **labels},
+        "annotations": {"summary": f"{name} fired"},
+        "startsAt": "2026-11-29T03:12:40.123Z",
+        "endsAt": "0001-01-01T00:00:00Z" if status == "firing" else "2026-11-29T03:20:00Z",
+        "generatorURL": "http://box:9090/graph?g0.expr=up",
+    }
+    if fingerprint is not None:
+        item["fingerprint"] = fingerprint
+    return item
+
+
+def payload(*alerts: dict[str, Any]) -> dict[str, Any]:
+    firing = any(a["status"] == "firing" for a in alerts)
+    return {
+        **DOC_PAYLOAD,
+        "status": "firing" if firing else "resolved",
+        "alerts": list(alerts),
+    }
+
+
+def post(
+    url: str,
+    body: bytes | dict | None = None,
+    token: str | None = None,
+    method: str = "POST",
+    path: str = "/alertmanager",
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict]:
+    """One request; (status, JSON answer)."""
+    host, port = url.split("//")[1].split("/")[0].rsplit(":", 1)
+    data = orjson.dumps(body) if isinstance(body, dict) else body
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        sent = {"Content-Type": "application/json", **(headers or {})}
+        if token is not None:
+            sent["Authorization"] = f"Bearer {token}"
+        conn.request(method, path, body=data, headers=sent)
+        answer = conn.getresponse()
+        raw = answer.read()
+        return answer.status, (orjson.loads(raw) if raw else {})
+    finally:
+        conn.close()
+
+
+def journal(root: Path) -> list[dict]:
+    path = root / JOURNAL
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()] if path.exists() else []
+
+
+def wait_for(condition, timeout: float = 20, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def start(tmp_path):
+    """Start in-process servers on ephemeral ports; every one is stopped at teardown."""
+    started: list[Server] = []
+
+    def _start(
+        window_s: float = 0,
+        token: str | None = None,
+        cooldown_s: float = 600,
+        lock_wait_s: float = 10,
+        retry_s: float = 5,
+    ) -> Server:
+        config = from_dict(
+            {
+                "window_s": window_s,
+                # Nothing answers there: the prometheus probe says absent at once.
+                "prometheus": {"url": f"http://127.0.0.1:{closed_port()}"},
+                "capture": {"lock_wait_s": lock_wait_s},
+            }
+        )
+        server = Server(
+            config, tmp_path / "archive", ("127.0.0.1", 0), token, cooldown_s, retry_s=retry_s
+        )
+        server.start()
+        started.append(server)
+        return server
+
+    yield _start
+    for server in started:
+        server.stop()
+
+
+def settled(server: Server, count: int) -> bool:
+    """`count` bundles sealed and nothing running or waiting."""
+    return server.recorder.idle and len(bundles(server.root)) >= count
+
+
+# --- the payload -------------------------------------------------------------------------
+
+
+def test_the_payload_of_alertmanagers_docs_parses():
+    note = parse_payload(orjson.dumps(DOC_PAYLOAD))
+    assert note.receiver == "evidence" and note.status == "firing"
+    assert note.group_key == '{}:{alertname="HostOutOfMemory"}' and note.truncated_alerts == 0
+    (only,) = note.alerts
+    assert only.alertname == "HostOutOfMemory" and only.fingerprint == "5ba8d1b1d3e6b3a0"
+    assert only.annotations == {"summary": "box: available memory below 5%"}
+    assert only.starts_at == "2026-11-29T03:12:40.123Z" and only.ends_at.startswith("0001")
+    # No fingerprint (an older sender, a hand-made curl): one derived from the labels.
+    unprinted = parse_payload(orjson.dumps(payload(alert("A", instance="x")))).alerts[0]
+    assert unprinted.fingerprint == derived_fingerprint({"alertname": "A", "instance": "x"})
+
+
+def _without(key: str) -> dict:
+    return {k: v for k, v in DOC_PAYLOAD.items() if k != key}
+
+
+def _with_alert(**changes: Any) -> dict:
+    item = {**DOC_PAYLOAD["alerts"][0], **changes}
+    return {**DOC_PAYLOAD, "alerts": [item]}
+
+
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        (b"{not json", "the body is not JSON"),
+        (b"", "the body is not JSON"),
+        (b"[1, 2]", "the body is a list, expected a JSON object"),
+        (orjson.dumps(_without("alerts")), "no alerts"),
+        (orjson.dumps(_without("version")), "no version"),
+        (orjson.dumps({**DOC_PAYLOAD, "version": "3"}), 'version "3" is not supported'),
+        (orjson.dumps({**DOC_PAYLOAD, "version": 4}), "version 4 is not supported"),
+        (orjson.dumps({**DOC_PAYLOAD, "alerts": {}}), "alerts is an object, expected a list"),
+        (orjson.dumps({**DOC_PAYLOAD, "alerts": []}), "alerts is empty"),
+        (orjson.dumps({**DOC_PAYLOAD, "alerts": ["x"]}), "alerts[0] is a string"),
+        (orjson.dumps(_with_alert(labels={"job": "node"})), "alerts[0].labels has no alertname"),
+        (orjson.dumps(_with_alert(labels={"alertname": ""})), "alerts[0].labels has no alertname"),
+        (orjson.dumps(_with_alert(labels={"alertname": 7})), "alerts[0].labels.alertname is a "),
+        (orjson.dumps(_with_alert(status="pending")), 'alerts[0].status is "pending"'),
+        (orjson.dumps(_with_alert(annotations=[])), "alerts[0].annotations is a list"),
+        (orjson.dumps(_with_alert(fingerprint=12)), "alerts[0].fingerprint is a number"),
+        (orjson.dumps({**DOC_PAYLOAD, "truncatedAlerts": -1}), "truncatedAlerts is -1"),
+    ],
+)
+def test_a_malformed_payload_is_one_clear_reason(body, reason):
+    with pytest.raises(PayloadError) as caught:
+        parse_payload(body)
+    message = str(caught.value)
+    assert message.startswith(reason) and "\n" not in message
+
+
+def test_cool_down_expires():
+    now = [1000.0]
+    table = CoolDown(600, clock=lambda: now[0])
+    assert table.ago("f") is None
+    table.take("f")
+    now[0] += 599
+    assert table.ago("f") == pytest.approx(599)
+    now[0] += 2
+    assert table.ago("f") is None  # expired, and pruned
+    table.take("f")
+    table.forget(["f"])  # a failed capture took nothing
+    assert table.ago("f") is None
+    off = CoolDown(0, clock=lambda: now[0])
+    off.take("f")
+    assert off.ago("f") is None
+
+
+def test_listen_addresses():
+    assert parse_listen("127.0.0.1:9095") == ("127.0.0.1", 9095)
+    assert parse_listen(":9096") == ("127.0.0.1", 9096) == parse_listen("9096")
+    assert parse_listen("[::1]:9095") == ("::1", 9095)
+    for bad in ("127.0.0.1:http", "127.0.0.1:70000", "::1:9095", "box:"):
+        with pytest.raises(ValueError):
+            parse_listen(bad)
+
+
+def test_the_token_file_must_not_be_readable_by_every_user(tmp_path):
+    path = tmp_path / "token"
+    path.write_text(f"  {TOKEN}\n")
+    path.chmod(0o640)  # shared with Alertmanager's group: fine
+    assert read_token(path) == TOKEN
+    path.chmod(0o644)
+    with pytest.raises(TokenError, match="every user can read or write it"):
+        read_token(path)
+    path.chmod(0o600)
+    path.write_text("\n")
+    with pytest.raises(TokenError, match="empty"):
+        read_token(path)
+    with pytest.raises(TokenError, match="cannot read"):
+        read_token(tmp_path / "missing")
+
+
+# --- HTTP --------------------------------------------------------------------------------
+
+
+def test_bad_requests_get_their_status_and_the_server_keeps_answering(start, tmp_path):
+    server = start(token=TOKEN)
+    url = server.url
+    good = orjson.dumps(DOC_PAYLOAD)
+    assert post(url, good) == (401, {"error": "no bearer token (Authorization: Bearer ...)"})
+    assert post(url, good, token="wrong")[0] == 401
+    assert post(url, good, headers={"Authorization": f"Basic {TOKEN}"})[0] == 401
+    assert post(url, good, token=TOKEN, path="/metrics")[0] == 404
+    status, answer = post(url, None, token=TOKEN, method="GET")
+    assert status == 405 and "POST" in answer["error"]
+    status, answer = post(url, b"{", token=TOKEN)
+    assert status == 400 and answer["error"].startswith("the body is not JSON")
+    status, answer = post(url, orjson.dumps(_without("alerts")), token=TOKEN)
+    assert status == 400 and answer["error"].startswith("no alerts")
+
+    # Oversized: refused on its Content-Length, before a byte of the body is read (the
+    # client here never sends one).
+    host, port = server.address
+    conn = http.client.HTTPConnection(host, port, timeout=10)
+    conn.putrequest("POST", "/alertmanager")
+    conn.putheader("Authorization", f"Bearer {TOKEN}")
+    conn.putheader("Content-Length", str(MAX_BODY_BYTES + 1))
+    conn.endheaders()
+    answer = conn.getresponse()
+    assert answer.status == 413 and b"max_alerts" in answer.read()
+    conn.close()
+
+    # A client that promises a body and stops sending costs one thread for a while, not
+    # the server: the next request is answered meanwhile.
+    stalled = socket.create_connection((host, port))
+    stalled.sendall(
+        b"POST /alertmanager HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+        + f"Authorization: Bearer {TOKEN}\r\n\r\n{{".encode()
+    )
+    assert journal(server.root) == []  # nothing was accepted so far
+    status, answer = post(url, good, token=TOKEN, path="/")
+    assert status == 200 and answer == {"received": 1, "actions": {"capture": 1}}
+    stalled.close()
+    wait_for(lambda: settled(server, 1), what="the capture")
+    (line,) = [r for r in journal(server.root) if r["event"] == "alert"]
+    assert line["action"] == "capture" and line["fingerprint"] == "5ba8d1b1d3e6b3a0"
+
+
+def test_alerts_during_a_capture_are_coalesced_into_the_next_bundle(start):
+    server = start(window_s=2)
+    url = server.url
+    assert post(url, payload(alert("First", "f0")))[1]["actions"] == {"capture": 1}
+    # While the first capture runs (its bundle is still hidden), three more arrive.
+    wait_for(lambda: bundles(server.root, include_hidden=True), what="the first capture")
+    assert bundles(server.root) == []
+    assert post(url, payload(alert("Second", "f1"), alert("Third", "f2")))[0] == 200
+    assert post(url, payload(alert("Fourth", "f3", instance="gpu0")))[0] == 200
+    wait_for(lambda: settled(server, 2), what="the second bundle")
+
+    first, second = bundles(server.root)
+    assert manifest(first)["trigger"]["alerts"][0]["fingerprint"] == "f0"
+    trigger = manifest(second)["trigger"]
+    assert trigger["kind"] == "alert" and trigger["name"] == "Second"
+    assert trigger["detail"] == "3 alerts: Second, Third, Fourth"
+    assert [a["fingerprint"] for a in trigger["alerts"]] == ["f1", "f2", "f3"]
+    assert trigger["alerts"][2]["labels"] == {"alertname": "Fourth", "instance": "gpu0"}
+    assert trigger["alerts"][2]["annotations"] == {"summary": "Fourth fired"}
+    assert bundle_errors(first) == [] and bundle_errors(second) == []
+
+    lines = journal(server.root)
+    actions = {r["fingerprint"]: r["action"] for r in lines if r["event"] == "alert"}
+    assert actions == {"f0": "capture", "f1": "coalesced", "f2": "coalesced", "f3": "coalesced"}
+    captures = [r for r in lines if r["event"] == "capture"]
+    assert [(c["result"], c["fingerprints"]) for c in captures] == [
+        ("captured", ["f0"]),
+        ("captured", ["f1", "f2", "f3"]),
+    ]
+    assert [c["bundle"] for c in captures] == [str(first), str(second)]
+    assert (server.root / JOURNAL).stat().st_mode & 0o777 == 0o600
+
+
+def test_a_flapping_alert_captures_once_per_cool_down(start):
+    server = start(window_s=0)
+    for _ in range(20):
+        assert post(server.url, payload(alert("Flappy", "ff")))[0] == 200
+    wait_for(lambda: settled(server, 1), what="the capture")
+    time.sleep(0.2)
+    assert len(bundles(server.root)) == 1
+    lines = [r for r in journal(server.root) if r["event"] == "alert"]
+    assert len(lines) == 20
+    assert [r["action"] for r in lines] == ["capture"] + ["cool-down"] * 19
+    assert "cool-down 600 s" in lines[-1]["reason"]
+    # Another alert is not cooled down by this one.
+    assert post(server.url, payload(alert("Other", "oo")))[1]["actions"] == {"capture": 1}
+    wait_for(lambda: settled(server, 2), what="the second capture")
+
+
+def test_a_resolved_alert_is_recorded_not_captured(start):
+    server = start(window_s=0)
+    status, answer = post(server.url, payload(alert("Gone", "g1", status="resolved")))
+    assert status == 200 and answer["actions"] == {"resolved": 1}
+    time.sleep(0.3)
+    assert server.recorder.idle and bundles(server.root, include_hidden=True) == []
+    (line,) = journal(server.root)
+    assert line["event"] == "alert" and line["status"] == "resolved"
+    assert line["action"] == "resolved" and line["ends_at"] == "2026-11-29T03:20:00Z"
+
+
+def test_secrets_in_labels_and_annotations_never_reach_disk(start):
+    server = start(window_s=0)
+    leaky = alert("Leaky", "l1", password="hunter2-label")
+    leaky["annotations"] = {"description": "curl -H 'Authorization: Bearer abcdefghijklmnop'"}
+    leaky["generatorURL"] = "http://admin:pw-in-url@box:9090/graph"
+    assert post(server.url, payload(leaky))[0] == 200
+    wait_for(lambda: settled(server, 1), what="the capture")
+    (bundle,) = bundles(server.root)
+    (alert_record,) = manifest(bundle)["trigger"]["alerts"]
+    assert alert_record["labels"]["password"] == "[REDACTED]"
+    for path in [server.root / JOURNAL, *bundle.iterdir()]:
+        text = path.read_text()
+        for secret in ("hunter2-label", "abcdefghijklmnop", "pw-in-url"):
+            assert secret not in text, (path.name, secret)
+
+
+def test_another_capture_holding_the_lock_delays_the_alerts_but_keeps_them(start):
+    server = start(window_s=0, lock_wait_s=0, retry_s=0.2)
+    server.root.mkdir(parents=True, exist_ok=True)
+    held = CaptureLock(server.root)
+    held.acquire(0)  # as a cron capture would
+    try:
+        assert post(server.url, payload(alert("Waiting", "w1")))[0] == 200
+        time.sleep(0.7)  # a few refused attempts
+        assert post(server.url, payload(alert("AlsoWaiting", "w2")))[0] == 200
+        assert bundles(server.root) == []
+    finally:
+        held.release()
+    wait_for(lambda: settled(server, 1), what="the retried capture")
+    (bundle,) = bundles(server.root)
+    assert [a["fingerprint"] for a in manifest(bundle)["trigger"]["alerts"]] == ["w1", "w2"]
+    (capture,) = [r for r in journal(server.root) if r["event"] == "capture"]
+    assert capture["result"] == "captured" and capture["attempts"] >= 2
+
+
+def test_alerts_still_waiting_at_shutdown_are_recorded_as_not_captured(start, capfd):
+    server = start(window_s=0, lock_wait_s=0, retry_s=30)
+    server.root.mkdir(parents=True, exist_ok=True)
+    held = CaptureLock(server.root)
+    held.acquire(0)
+    try:
+        assert post(server.url, payload(alert("Stuck", "s1")))[0] == 200
+        said: list[str] = []
+        wait_for(
+            lambda: (
+                said.append(capfd.readouterr().err) or "holds the archive lock" in "".join(said)
+            ),
+            what="the refused attempt",
+        )
+    finally:
+        server.stop()  # does not wait out the 30 s retry pause
+        held.release()
+    capture = journal(server.root)[-1]
+    assert capture["event"] == "capture" and capture["result"] == "not-captured"
+    assert capture["fingerprints"] == ["s1"] and bundles(server.root) == []
+
+
+def test_an_archive_error_is_logged_and_the_server_keeps_serving(start, capfd):
+    server = start(window_s=0)
+    (server.root / "bundles").write_text("not a directory")
+    assert post(server.url, payload(alert("Broken", "b1")))[0] == 200
+    wait_for(lambda: server.recorder.idle and len(journal(server.root)) == 2, what="failure")
+    capture = journal(server.root)[1]
+    assert capture["event"] == "capture" and capture["result"] == "failed"
+    assert "not a directory" in capture["reason"].lower()
+    # The failed capture took nothing: the same alert may try again, and is answered.
+    assert post(server.url, payload(alert("Broken", "b1")))[1]["actions"] == {"capture": 1}
+    wait_for(lambda: server.recorder.idle and len(journal(server.root)) == 4, what="retry")
+    err = capfd.readouterr().err
+    assert "capture failed:" in err and "Traceback" not in err
+
+
+# --- the command -------------------------------------------------------------------------
+
+
+def _serve(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path, str]:
+    """`evidence serve` on a free port, once it answers; (process, stderr file, url)."""
+    port = closed_port()
+    err = tmp_path / "serve.err"
+    proc = subprocess.Popen(
+        [EVIDENCE, "serve", "--listen", f"127.0.0.1:{port}", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=err.open("w"),
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            assert proc.poll() is None, err.read_text()
+            assert time.monotonic() < deadline, "evidence serve did not listen"
+            time.sleep(0.05)
+    return proc, err, f"http://127.0.0.1:{port}/alertmanager"
+
+
+def _stop(proc: subprocess.Popen) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+
+
+def test_sigterm_lets_the_running_capture_finish_and_exits_0(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text(f'window_s = 2\n[prometheus]\nurl = "http://127.0.0.1:{closed_port()}"\n')
+    archive = tmp_path / "a"
+    proc, err, url = _serve(tmp_path, "--archive", str(archive), "--config", str(config))
+    try:
+        assert post(url, payload(alert("Late", "t1")))[0] == 200
+        wait_for(lambda: bundles(archive, include_hidden=True), what="the capture to start")
+    finally:
+        code = _stop(proc)
+    log = err.read_text()
+    assert code == 0, log
+    (bundle,) = bundles(archive)
+    assert manifest(bundle)["complete"] and not bundle.name.endswith("-partial")
+    assert "SIGTERM: stopping" in log and log.rstrip().endswith("evidence serve: stopped")
+    assert "Traceback" not in log
+
+
+def test_refusals_of_the_command_are_one_line_and_status_2(tmp_path):
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    token.chmod(0o644)
+    result = run_evidence("serve", "--archive", str(tmp_path / "a"), "--token-file", str(token))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "every user can read or write it" in result.stderr
+    bare = run_evidence("serve", "--archive", str(tmp_path / "a"), "--listen", "0.0.0.0:0")
+    assert bare.returncode == 2 and "not a loopback address" in bare.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_evidence(
+            "serve", "--archive", str(tmp_path / "a"), "--listen", f"127.0.0.1:{port}"
+        )
+    assert result.returncode == 2 and "address already in use" in result.stderr.lower()
+    assert result.stderr.count("\n") == 1
+    help_text = run_evidence("serve", "--help").stdout
+    assert "Exit status:" in help_text and "stopped cleanly" in help_text
+
+
+# --- end to end: Debian's Prometheus and Alertmanager ------------------------------------
+
+
+def _alertmanager() -> str | None:
+    return shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+
+
+def _wait_ready(url: str, proc: subprocess.Popen, log: Path, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            conn = http.client.HTTPConnection(*url.split("//")[1].split(":"), timeout=1)
+            conn.request("GET", "/-/ready")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        assert proc.poll() is None, f"{what} exited: {log.read_text()[-2000:]}"
+        assert time.monotonic() < deadline, f"{what} did not become ready"
+        time.sleep(0.2)
+
+
+def test_a_real_prometheus_rule_through_a_real_alertmanager_captures_a_bundle(tmp_path):
+    need(
+        _alertmanager() is not None,
+        "Debian's prometheus-alertmanager is not installed (apt-get install "
+        "prometheus-alertmanager)",
+    )
+    need(shutil.which("prometheus") is not None, "Debian's prometheus is not installed")
+    summary = 'evidence: the "always" rule fired'
+    prom_port, am_port = closed_port(), closed_port()
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o600)
+    config = tmp_path / "evidence.toml"
+    config.write_text(f'window_s = 1\n[prometheus]\nurl = "http://127.0.0.1:{prom_port}"\n')
+    archive = tmp_path / "archive"
+    procs: list[subprocess.Popen] = []
+    serve, serve_err, url = _serve(
+        tmp_path,
+        "--archive",
+        str(archive),
+        "--config",
+        str(config),
+        "--token-file",
+        str(token),
+        "--cooldown",
+        "10m",
+    )
+    try:
+        # JSON is YAML: no quoting to get wrong in the summary's colon and quote.
+        (tmp_path / "alertmanager.yml").write_text(
+            json.dumps(
+                {
+                    "route": {
+                        "receiver": "evidence",
+                        "group_by": ["alertname"],
+                        "group_wait": "1s",
+                        "group_interval": "1s",
+                        "repeat_interval": "1h",
+                    },
+                    "receivers": [
+                        {
+                            "name": "evidence",
+                            "webhook_configs": [
+                                {
+                                    "url": url,
+                                    "http_config": {
+                                        "authorization": {"credentials_file": str(token)}
+                                    },
+                                }
+                            ],
+                        }
+                    ],
+                }
+            )
+        )
+        am_log = tmp_path / "alertmanager.log"
+        procs.append(
+            subprocess.Popen(
+                [
+                    _alertmanager(),
+                    f"--config.file={tmp_path / 'alertmanager.yml'}",
+                    f"--storage.path={tmp_path / 'am-data'}",
+                    "--cluster.listen-address=",
+                    f"--web.listen-address=127.0.0.1:{am_port}",
+                ],
+                stdout=am_log.open("w"),
+                stderr=subprocess.STDOUT,
+            )
+        )
+        (tmp_path / "rules.yml").write_text(
+            json.dumps(
+                {
+                    "groups": [
+                        {
+                            "name": "evidence-serve-test",
+                            "interval": "1s",
+                            "rules": [
+                                {
+                                    "alert": "EvidenceServeAlways",
+                                    "expr": "vector(1) > 0",
+                                    "for": "0s",
+                                    "labels": {"severity": "critical"},
+                                    "annotations": {"summary": summary},
+                                }
+                            ],
+                        }
+                    ]
+                }
+            )
+        )
+        (tmp_path / "prometheus.yml").write_text(
+            json.dumps(
+                {
+                    "global": {"scrape_interval": "15s", "evaluation_interval": "1s"},
+                    "rule_files": [str(tmp_path / "rules.yml")],
+                    "alerting": {
+                        "alertmanagers": [
+                            {"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}
+                        ]
+                    },
+                    "scrape_configs": [],
+                }
+            )
+        )
+        prom_log = tmp_path / "prometheus.log"
+        procs.append(
+            subprocess.Popen(
+                [
+                    "prometheus",
+                    f"--config.file={tmp_path / 'prometheus.yml'}",
+                    f"--storage.tsdb.path={tmp_path / 'prom-data'}",
+                    f"--web.listen-address=127.0.0.1:{prom_port}",
+                    # Prometheus learns of its Alertmanager only after about 5 s, and drops
+                    # what fired before; resend each second rather than after a minute.
+                    "--rules.alert.resend-delay=1s",
+                ],
+                stdout=prom_log.open("w"),
+                stderr=subprocess.STDOUT,
+            )
+        )
+        _wait_ready(f"http://127.0.0.1:{am_port}", procs[0], am_log, "Alertmanager")
+        _wait_ready(f"http://127.0.0.1:{prom_port}", procs[1], prom_log, "Prometheus")
+
+        deadline = time.monotonic() + 45
+        while not bundles(archive):
+            assert serve.poll() is None, serve_err.read_text()
+            assert time.monotonic() < deadline, (
+                f"no bundle; evidence serve said:\n{serve_err.read_text()[-3000:]}\n"
+                f"alertmanager said:\n{am_log.read_text()[-2000:]}"
+            )
+            time.sleep(0.2)
+    finally:
+        for proc in reversed(procs):  # only what this test started, by its pid
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        code = _stop(serve)
+    log = serve_err.read_text()
+    assert code == 0, log
+
+    (bundle,) = bundles(archive)
+    trigger = manifest(bundle)["trigger"]
+    assert trigger["kind"] == "alert" and trigger["name"] == "EvidenceServeAlways"
+    (received,) = trigger["alerts"]
+    assert received["status"] == "firing" and len(received["fingerprint"]) == 16
+    assert received["labels"] == {"alertname": "EvidenceServeAlways", "severity": "critical"}
+    assert received["annotations"] == {"summary": summary}
+    assert received["generator_url"].startswith("http://")
+    assert bundle_errors(bundle) == []
+    assert manifest(bundle)["probes"]["prometheus"]["status"] == "ok"  # it read the test's
+    lines = journal(archive)
+    assert lines[0]["event"] == "alert" and lines[0]["action"] == "capture"
+    assert lines[0]["receiver"] == "evidence"
+    assert " 401" not in log and "Traceback" not in log
+    assert os.stat(archive / JOURNAL).st_mode & 0o777 == 0o600
+
+
+def test_serve_module_stays_stdlib():
+    """The server must not pull in the analyst (duckdb, jinja2) nor click."""
+    code = (
+        "import sys, capture.serve; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('duckdb', 'jinja2', 'click')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-E", "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "[]"
