@@ -271,7 +271,16 @@ def host_exhaustion(f: Facts) -> Judgement:
     if kills:
         ago, text = kills[-1]
         when = "" if ago is None else f" {max(ago, 0) / 60:.0f} min before the capture"
-        j.add(4, f"the OOM killer ran{when}: {text[:200]}")
+        if "Memory cgroup out of memory" in text:
+            # A limit (a unit's MemoryMax=, a container's) was hit: the same kill, but the
+            # machine itself may have had room; said, and weighed a point lower.
+            j.add(3, f"the OOM killer ran{when} inside a memory limit: {text[:200]}")
+            j.evidence_against.append(
+                "the kill was a cgroup's limit (CONSTRAINT_MEMCG), not the whole machine "
+                "running out: check the unit's MemoryMax= or the container's limit"
+            )
+        else:
+            j.add(4, f"the OOM killer ran{when}: {text[:200]}")
     elif f.oom_kills:
         ago, text = f.oom_kills[-1]
         j.add(1, f"an OOM kill {ago / 3600:.1f} h before the capture, too early to be this "

@@ -220,6 +220,18 @@ def test_an_oom_kill_from_hours_before_is_context_not_the_fault(tmp_path):
     assert host["score"] == 1 and "5.0 h before the capture" in host["evidence_for"][0]
 
 
+def test_a_kill_inside_a_memory_limit_says_it_was_a_limit(tmp_path):
+    kill = (
+        "Memory cgroup out of memory: Killed process 16168 (model-loader) total-vm:400000kB, "
+        "anon-rss:262144kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:692kB oom_score_adj:1000"
+    )
+    result = verdict(tmp_path, base().kernel([kill]))
+    assert result["verdict"] == "host-exhaustion", scores(result)
+    host = result["candidates"][0]
+    assert host["score"] == 3 and "inside a memory limit" in host["evidence_for"][0]
+    assert any("MemoryMax=" in e for e in host["evidence_against"])
+
+
 def test_accelerator_oom_is_confirmed_by_its_line(tmp_path):
     b = base().logs(
         [
