@@ -5,6 +5,10 @@
 # make test: the test suite (integration tests skip with a reason where a package is missing;
 #            EVIDENCE_REQUIRE_INTEGRATION=1 turns those skips into failures, as CI does).
 # make bench: the collector's cost, printed as figures.
+# make lab:   each fault reproduced on this machine (real processes, fake engines in the
+#             engines' real formats), captured and classified; prints the pass rate. Root
+#             lets it make memory-limited cgroups and read the kernel log; without, those
+#             scenarios skip and say why.
 
 PYTHON ?= python3
 VENV := .venv
@@ -12,7 +16,7 @@ BIN := $(VENV)/bin
 DEMO_ARCHIVE ?= $(CURDIR)/demo-archive
 DEMO_WINDOW ?= 5
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench lab lint clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "evidence needs Python 3.11 or newer; found " + sys.version.split()[0])'
@@ -39,6 +43,9 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest
+
+lab: $(VENV)/.installed
+	$(BIN)/python -m lab
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

@@ -1,0 +1,1 @@
+"""The fault lab: each fault reproduced on this machine, captured and classified for real."""

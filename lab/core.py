@@ -1,0 +1,182 @@
+"""The lab's frame: one scenario at a time, brought about with real processes, captured by
+the real collector, classified by the real analyst, and torn down.
+
+A scenario is a module in lab/scenarios/ registering a Scenario subclass. Everything it
+starts goes through Lab.spawn, so teardown kills exactly those processes, by pid, and
+nothing else on the machine. Results are printed as a table with the pass rate.
+"""
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import orjson
+
+EVIDENCE = str(Path(sys.executable).parent / "evidence")
+REGISTRY: dict[str, "Scenario"] = {}
+
+
+@dataclass
+class Lab:
+    """What a scenario works with: a scratch folder, an archive, a config, its processes."""
+
+    workdir: Path
+    archive: Path
+    config: Path
+    procs: list[subprocess.Popen] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def spawn(self, argv: list[str], **kwargs: Any) -> subprocess.Popen:
+        """Start a process of the scenario's, in its own session, remembered for teardown."""
+        kwargs.setdefault("stdout", subprocess.DEVNULL)
+        kwargs.setdefault("stderr", subprocess.DEVNULL)
+        proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
+        self.procs.append(proc)
+        return proc
+
+    def python(self, code: str, *args: str, **kwargs: Any) -> subprocess.Popen:
+        """A Python process running `code` (argv[0] may be renamed with exec -a style tricks
+        by the scenario itself), remembered for teardown."""
+        return self.spawn([sys.executable, "-c", code, *args], **kwargs)
+
+    def write_config(self, text: str) -> Path:
+        self.config.write_text(text)
+        return self.config
+
+    def teardown(self) -> None:
+        """Stop every process this lab started (and their process groups), nothing else."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    continue
+        deadline = time.monotonic() + 3
+        for proc in self.procs:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+class Scenario:
+    """One fault brought about on purpose. Subclasses set name, expect, and start()."""
+
+    name: ClassVar[str]
+    expect: ClassVar[tuple[str, ...]]  # verdicts that count as recognising it
+    window_s: ClassVar[float] = 20.0
+    config: ClassVar[str] = ""  # evidence's config for the capture (engines, checks...)
+
+    def unavailable(self) -> str | None:
+        """Why this machine cannot run the scenario, or None."""
+        return None
+
+    def start(self, lab: Lab) -> None:
+        """Bring the condition about; return when it is in place for the capture."""
+        raise NotImplementedError
+
+    def during(self, lab: Lab) -> None:
+        """Called once the capture has started (a burst to catch in the window); optional."""
+
+    def stop(self, lab: Lab) -> None:
+        """Extra teardown beyond killing the lab's processes (a cgroup to remove); optional."""
+
+
+def register(cls: type[Scenario]) -> type[Scenario]:
+    REGISTRY[cls.name] = cls()
+    return cls
+
+
+@dataclass
+class Result:
+    name: str
+    status: str  # passed, failed, skipped
+    expected: tuple[str, ...]
+    verdict: str | None = None
+    reason: str | None = None
+    seconds: float = 0.0
+    bundle: str | None = None
+    top: list[tuple[str, int]] = field(default_factory=list)
+
+
+def run(scenario: Scenario, keep: Path | None = None) -> Result:
+    """Run one scenario end to end; never raises for the scenario's own failures."""
+    why = scenario.unavailable()
+    if why:
+        return Result(scenario.name, "skipped", scenario.expect, reason=why)
+    began = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix=f"lab-{scenario.name}-", dir=keep))
+    lab = Lab(workdir, workdir / "archive", workdir / "evidence.toml")
+    lab.write_config(scenario.config)
+    result = Result(scenario.name, "failed", scenario.expect)
+    try:
+        scenario.start(lab)
+        capture = subprocess.Popen(
+            [EVIDENCE, "capture", "--window", str(scenario.window_s), "--quiet"]
+            + ["--trigger", f"manual:lab-{scenario.name}", "--archive", str(lab.archive)]
+            + ["--config", str(lab.config)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        scenario.during(lab)
+        out, err = capture.communicate(timeout=scenario.window_s + 60)
+        if capture.returncode not in (0, 5):
+            result.reason = f"capture exited {capture.returncode}: {err.strip()[-300:]}"
+            return result
+        classified = subprocess.run(
+            [EVIDENCE, "classify", "latest", "--json", "--archive", str(lab.archive)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if classified.returncode != 0:
+            result.reason = f"classify exited {classified.returncode}: {classified.stderr[-300:]}"
+            return result
+        verdict = orjson.loads(classified.stdout)
+        result.verdict = verdict["verdict"]
+        result.bundle = verdict["bundle_id"]
+        result.top = [(c["fault"], c["score"]) for c in verdict["candidates"][:3]]
+        if result.verdict in scenario.expect:
+            result.status = "passed"
+        else:
+            result.reason = "; ".join(f"{f} {s}" for f, s in result.top)
+        return result
+    except Exception as exc:  # the lab reports a broken scenario, it does not stop the others
+        result.reason = f"{type(exc).__name__}: {exc}"
+        return result
+    finally:
+        lab.teardown()
+        scenario.stop(lab)
+        result.seconds = time.monotonic() - began
+        if keep is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def table(results: list[Result]) -> str:
+    rows = [("scenario", "expected", "verdict", "result", "s", "why")]
+    for r in results:
+        why = r.reason or ""
+        rows.append(
+            (r.name, " or ".join(r.expected), r.verdict or "-", r.status, f"{r.seconds:.0f}", why)
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row[:5], widths, strict=True)) + "  " + row[5]
+             for row in rows]  # fmt: skip
+    ran = [r for r in results if r.status != "skipped"]
+    passed = sum(r.status == "passed" for r in ran)
+    lines.append(
+        f"\n{passed} of {len(ran)} scenarios that could run here passed"
+        f" ({len(results) - len(ran)} skipped with their reason)"
+    )
+    return "\n".join(lines)
