@@ -52,8 +52,7 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff format --check .
 
 bench: $(VENV)/.installed
-	$(BIN)/python bench/capture_bench.py
-	$(BIN)/python bench/archive_bench.py
+	$(BIN)/python bench/run.py
 
 clean:
 	rm -rf $(VENV) demo-archive bench-out

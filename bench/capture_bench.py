@@ -383,6 +383,8 @@ def bench(args: argparse.Namespace) -> int:
             ),
         ]
 
+        rows += pressure_rows(ev, args.runs, statistics.median(freeze_done), notes)
+
     print(render(rows))
     print()
     print(f"cost by phase of the {label} (manifest):")
@@ -398,6 +400,42 @@ def bench(args: argparse.Namespace) -> int:
     for note in notes:
         print(f"note: {note}")
     return 0
+
+
+def pressure_rows(ev: "Evidence", runs: int, idle_median: float, notes: list[str]) -> list[Row]:
+    """The freeze under the fault lab's memory-pressure stall, against the idle machine."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from lab.core import Lab
+    from lab.scenarios.host import MemoryPressureStall
+
+    scenario = MemoryPressureStall()
+    why = scenario.unavailable()
+    if why:
+        notes.append(f"freeze under memory pressure not measured: {why}")
+        return [Row("6. freeze under memory pressure", "(info)", "skipped", "(see notes)")]
+    print(f"{runs} snapshot captures under the memory-pressure stall ...", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="evidence-bench-pressure-") as work:
+        lab = Lab(Path(work), Path(work) / "archive", Path(work) / "c.toml")
+        try:
+            scenario.start(lab)
+            freeze = [
+                ev.capture(0)[2]["collector"]["freeze_done_after_process_start_s"]
+                for _ in range(runs)
+            ]
+            psi = Path("/proc/pressure/memory").read_text().split()[1]
+        finally:
+            lab.teardown()
+            scenario.stop(lab)
+    under = statistics.median(freeze)
+    return [
+        Row(
+            f"6. freeze under memory pressure ({psi}), median of {runs}",
+            f"<= {GOAL_FREEZE_S:g} s",
+            fmt_s(under),
+            verdict(under <= GOAL_FREEZE_S),
+        ),
+        Row("   under pressure / idle", "(info)", f"{under / idle_median:.2f}x"),
+    ]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
