@@ -7,6 +7,7 @@ nothing else on the machine. Results are printed as a table with the pass rate.
 """
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -33,6 +34,7 @@ class Lab:
     config: Path
     procs: list[subprocess.Popen] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # added to the capture's environment
 
     def spawn(self, argv: list[str], **kwargs: Any) -> subprocess.Popen:
         """Start a process of the scenario's, in its own session, remembered for teardown."""
@@ -76,6 +78,10 @@ class Scenario:
     expect: ClassVar[tuple[str, ...]]  # verdicts that count as recognising it
     window_s: ClassVar[float] = 20.0
     config: ClassVar[str] = ""  # evidence's config for the capture (engines, checks...)
+    # How the bundle is made: "capture" runs `evidence capture --trigger manual:lab-NAME`;
+    # "check" runs `evidence check`, which runs the config's [[checks]] and captures when
+    # one fails (trigger healthcheck:NAME, the checks' answers in the bundle).
+    command: ClassVar[str] = "capture"
 
     def unavailable(self) -> str | None:
         """Why this machine cannot run the scenario, or None."""
@@ -109,8 +115,22 @@ class Result:
     top: list[tuple[str, int]] = field(default_factory=list)
 
 
+LOCK = Path(tempfile.gettempdir()) / "evidence-lab.lock"
+
+
 def run(scenario: Scenario, keep: Path | None = None) -> Result:
-    """Run one scenario end to end; never raises for the scenario's own failures."""
+    """Run one scenario end to end; never raises for the scenario's own failures. One
+    scenario at a time on the machine: the collector reads the whole machine, so two
+    staged at once would each be the other's evidence."""
+    fd = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return _run(scenario, keep)
+    finally:
+        os.close(fd)
+
+
+def _run(scenario: Scenario, keep: Path | None) -> Result:
     why = scenario.unavailable()
     if why:
         return Result(scenario.name, "skipped", scenario.expect, reason=why)
@@ -121,18 +141,27 @@ def run(scenario: Scenario, keep: Path | None = None) -> Result:
     result = Result(scenario.name, "failed", scenario.expect)
     try:
         scenario.start(lab)
+        if scenario.command == "check":
+            argv = [EVIDENCE, "check", "--window", str(scenario.window_s)]
+            captured: tuple[int, ...] = (1,)  # a check failed and its bundle was captured
+        else:
+            argv = [EVIDENCE, "capture", "--window", str(scenario.window_s), "--quiet"]
+            argv += ["--trigger", f"manual:lab-{scenario.name}"]
+            captured = (0, 5)
         capture = subprocess.Popen(
-            [EVIDENCE, "capture", "--window", str(scenario.window_s), "--quiet"]
-            + ["--trigger", f"manual:lab-{scenario.name}", "--archive", str(lab.archive)]
-            + ["--config", str(lab.config)],
+            argv + ["--archive", str(lab.archive), "--config", str(lab.config)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env={**os.environ, **lab.env},
         )
         scenario.during(lab)
-        out, err = capture.communicate(timeout=scenario.window_s + 60)
-        if capture.returncode not in (0, 5):
-            result.reason = f"capture exited {capture.returncode}: {err.strip()[-300:]}"
+        _, err = capture.communicate(timeout=scenario.window_s + 60)
+        if capture.returncode not in captured:
+            why = "every check passed: nothing captured" if capture.returncode == 0 else ""
+            result.reason = (
+                f"{scenario.command} exited {capture.returncode}: {why or err.strip()[-300:]}"
+            )
             return result
         classified = subprocess.run(
             [EVIDENCE, "classify", "latest", "--json", "--archive", str(lab.archive)],
