@@ -477,7 +477,13 @@ def admission_overcommit(f: Facts) -> Judgement:
 def false_liveness(f: Facts) -> Judgement:
     j = Judgement()
     passed = [c for c in f.checks if c["ok"] and c["kind"] in ("tcp", "http")]
-    failed = [c for c in f.checks if not c["ok"] and c["kind"] in ("completion", "command", "http")]
+    # A completion that came back 200 with nothing in it was answered: that is a result
+    # without content (silent-empty-result), not a layer that failed to answer.
+    failed = [
+        c
+        for c in f.checks
+        if not c["ok"] and c["kind"] in ("completion", "command", "http") and not _empty_200(c)
+    ]
     if passed and failed:
         j.add(
             4,
@@ -498,6 +504,15 @@ def false_liveness(f: Facts) -> Judgement:
     return j
 
 
+def _answer(check: dict[str, Any]) -> dict[str, Any]:
+    return orjson.loads(check["answer"]) if check["answer"] else {}
+
+
+def _empty_200(check: dict[str, Any]) -> bool:
+    answer = _answer(check)
+    return answer.get("http_status") == 200 and answer.get("content_chars") == 0
+
+
 @rule("silent-empty-result")
 def silent_empty_result(f: Facts) -> Judgement:
     j = Judgement()
@@ -505,8 +520,8 @@ def silent_empty_result(f: Facts) -> Judgement:
     if not completions:
         j.missing.append("a completion check (evidence check, kind = completion)")
     for c in completions:
-        answer = orjson.loads(c["answer"]) if c["answer"] else {}
-        if answer.get("http_status") == 200 and answer.get("content_chars") == 0:
+        answer = _answer(c)
+        if _empty_200(c):
             j.add(
                 4,
                 f"{c['name']}: HTTP 200, finish_reason {answer.get('finish_reason')!r}, "

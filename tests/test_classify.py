@@ -322,6 +322,26 @@ def test_silent_empty_result(tmp_path):
     assert result["verdict"] == "silent-empty-result", scores(result)
 
 
+def test_an_empty_answer_beside_a_passing_health_check_is_not_false_liveness(tmp_path):
+    empty = {"http_status": 200, "finish_reason": "stop", "content_chars": 0}
+    b = base().checks(
+        [
+            {"name": "health", "kind": "http", "ok": True, "status": "ok", "answer": {}},
+            {
+                "name": "chat",
+                "kind": "completion",
+                "ok": False,
+                "status": "failed",
+                "reason": "the content is empty",
+                "answer": empty,
+            },
+        ]  # fmt: skip
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "silent-empty-result", scores(result)
+    assert scores(result)["false-liveness"] == 0
+
+
 def _engine_at(kind: str, name: str, running: float, tokens: float) -> dict:
     return engine(
         name,
