@@ -112,6 +112,8 @@ def context_creep(f: Facts) -> Judgement:
         shape = shapes.climb(f.series[name])
         if shape.verdict:
             j.add(3, f"{name.replace('_', ' ')} rose: {shape.why}")
+        elif not shape.enough:  # too few readings to judge is a gap, not a finding
+            j.missing.append(f"enough readings of {name.replace('_', ' ')}: {shape.why}")
         else:
             j.evidence_against.append(f"{name.replace('_', ' ')} did not climb: {shape.why}")
     if f.has("requests_running"):
@@ -144,6 +146,8 @@ def concurrency_overload(f: Facts) -> Judgement:
         waiting = shapes.sustained(f.series["requests_waiting"], above=0, min_fraction=0.25)
         if waiting.verdict:
             j.add(3, f"requests waited for a slot: {waiting.why}")
+        elif not waiting.enough:
+            j.missing.append(f"enough readings of requests waiting: {waiting.why}")
         elif max(_values(f, "requests_waiting")) > 0:
             j.evidence_against.append(f"requests waited only briefly: {waiting.why}")
         else:

@@ -138,6 +138,15 @@ def test_concurrency_overload_is_sustained_waiting(tmp_path):
     assert scores(result)["context-creep"] < 3
 
 
+def test_too_few_readings_are_a_gap_not_evidence_against(tmp_path):
+    # Five readings of a queue that never emptied: too few to judge, and said so.
+    b = base().prometheus({"requests_waiting": [(AT - 60 * i, 4.0) for i in range(5)]})
+    result = verdict(tmp_path, b)
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    assert queue["evidence_against"] == []
+    assert any("enough readings of requests waiting" in m for m in queue["missing"])
+
+
 def test_swap_never_unloaded_is_two_sources_disagreeing(tmp_path):
     step = [30 * GIB if i < 200 else 62 * GIB for i in range(len(DAY))]
     swap = engine(
