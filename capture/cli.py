@@ -4,6 +4,7 @@ Invariant: bad input ends in one line on stderr and a documented exit status, ne
 a traceback. Exit statuses are listed in EXIT_CODES and in the README.
 """
 
+import contextlib
 import math
 import os
 import shutil
@@ -29,7 +30,7 @@ from capture.archive import (
 from capture.checks import run_all as run_checks
 from capture.config import MAX_WINDOW_S, Config, ConfigError, load
 from capture.manifest import TRIGGER_KINDS
-from capture.ratelimit import Limited, admit
+from capture.ratelimit import Limited, admit, undo
 from capture.redact import redact_text
 from capture.runner import Capture, Outcome, Stopped, Trigger
 from capture.serve_cli import add_serve_command
@@ -293,9 +294,14 @@ def _run_capture(
     except OSError as exc:
         fail(f"{exc.filename or root}: {exc.strerror}", code or EXIT_ARCHIVE)
     try:
-        outcome = Capture(
-            config, trigger, window_s, root, on_progress=progress, health=health
-        ).run()
+        try:
+            outcome = Capture(
+                config, trigger, window_s, root, on_progress=progress, health=health
+            ).run()
+        except (Busy, ArchiveError, OSError):
+            with contextlib.suppress(OSError):
+                undo(root, trigger.kind, trigger.name)
+            raise
     except Stopped as exc:
         kept = getattr(exc, "partial", None)
         fail(

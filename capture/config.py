@@ -117,14 +117,21 @@ def locate(explicit: str | None) -> Path | None:
     named = explicit or os.environ.get("EVIDENCE_CONFIG")
     if named:
         path = Path(named).expanduser().absolute()
-        if not path.is_file():
+        if not _is_file(path):
             raise ConfigError(f"{path}: configuration file not found")
         return path
     for candidate in DEFAULT_PATHS:
         path = candidate.expanduser()
-        if path.is_file():
+        if _is_file(path):
             return path
     return None
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError as exc:  # a folder on the way that this user may not enter
+        raise ConfigError(f"{path}: cannot be read: {exc.strerror}") from None
 
 
 def load(explicit: str | None = None) -> Config:

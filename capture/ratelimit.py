@@ -55,8 +55,24 @@ def admit(root: Path, kind: str, name: str | None, interval_s: float) -> dict[st
             entry["skipped"] = skipped
             raise Limited(key, ago, interval_s, skipped["count"])
         carried = entry["skipped"]
-        entry.update(last=now, skipped=None)
+        entry.update(last=now, skipped=None, before=entry["last"], carried=carried)
         return carried
+
+
+def undo(root: Path, kind: str, name: str | None) -> None:
+    """Give the slot back: the admitted capture did not happen (a busy or unwritable
+    archive), so it must not refuse the next trigger, nor lose the count it carried."""
+    if kind in UNLIMITED_KINDS:
+        return
+    key = f"{kind}:{name}" if name else kind
+    with _locked(root) as state:
+        entry = state.get(key)
+        if entry is None or "before" not in entry:
+            return
+        carried, since = entry.pop("carried", None), entry["skipped"]
+        if carried and since:
+            carried = {**carried, "count": carried["count"] + since["count"], "last": since["last"]}
+        entry.update(last=entry.pop("before"), skipped=carried or since)
 
 
 class _locked:

@@ -202,26 +202,36 @@ class Capture:
         on_progress: Callable[[float, float], None] | None = None,
         probes: list[type[Probe]] | None = None,
         health: list[dict[str, Any]] | None = None,
+        own_process: bool = True,
     ):
+        """own_process: this capture is what the process was started for (the command),
+        so its start-up counts against the window + 3 s bound; a long-running caller
+        (evidence serve) passes False and the bound starts with the capture."""
         self.config, self.trigger, self.window_s, self.root = config, trigger, window_s, root
         self.on_progress = on_progress
         self.probe_classes = probes if probes is not None else ordered()
         self.health = health
+        self.own_process = own_process
 
     def run(self) -> Outcome:
-        process_started = time.time() - process_age_s()
+        age = process_age_s()
+        process_started = time.time() - age
+        startup = age if self.own_process else 0.0  # the interpreter and the imports
         archive.private_dir(self.root)
         lock = archive.CaptureLock(self.root)
         lock.acquire(self.config.limits.lock_wait_s)
         try:
-            return self._locked(process_started)
+            return self._locked(process_started, startup)
         finally:
             lock.release()
 
-    def _locked(self, process_started: float) -> Outcome:
+    def _locked(self, process_started: float, startup: float) -> Outcome:
         hostname = os.uname().nodename
         parent = archive.host_dir(self.root, hostname)
-        started, mono0 = time.time(), time.monotonic()
+        # The budgets run from when the process started, not from here: on a box too busy
+        # to start Python quickly, start-up is part of what the bound promises. A wait for
+        # the lock (another capture) is not.
+        started, mono0 = time.time(), time.monotonic() - startup
         name = archive.new_bundle_name(parent, stamp(started), self.trigger.slug)
         tmp = archive.inprogress_path(parent, name)
         tmp.mkdir(mode=0o700)
@@ -246,6 +256,11 @@ class Capture:
         except BaseException as exc:
             # Whatever stopped us (SIGTERM, a bug, a disk error), what was read is kept visible.
             exc.partial = _seal_partial(tmp, writer, manifest, exc)  # type: ignore[attr-defined]
+            if exc.partial is None:
+                # Not even a manifest fitted: an empty folder is no evidence, and left hidden
+                # the next capture would present it as the leftover of one that died.
+                with contextlib.suppress(OSError):
+                    tmp.rmdir()
             raise
         fsync_dir(parent)
         # Leftovers of captures that died are made visible only now: after this capture's

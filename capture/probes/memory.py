@@ -13,7 +13,7 @@ from capture.procfs import free_view, parse_meminfo, parse_swaps
 class Memory(Probe):
     name = "memory"
     order = 20
-    priority = 800
+    priority = 880
     timeout_s = 0.5
     samples = True
 

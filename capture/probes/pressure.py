@@ -28,7 +28,7 @@ _CGROUP_INTS = (
 class Pressure(Probe):
     name = "pressure"
     order = 40
-    priority = 800
+    priority = 870
     timeout_s = 1.0
     samples = True
 
