@@ -72,8 +72,10 @@ def _host(con: Any, host: str | None) -> str:
 _INGEST_EXIT = (
     "\b\nExit status:\n  0  every bundle ingested or already present\n"
     "  1  some bundles were quarantined (see quarantine.jsonl)\n"
-    "  2  bad usage\n  3  another ingest held the archive"
+    "  2  bad usage\n  3  another ingest held the archive\n"
+    "  4  the archive cannot be written (a read-only or full disk); nothing was quarantined"
 )
+EXIT_UNWRITABLE = 4
 
 
 @main.command(epilog=_INGEST_EXIT)
@@ -103,8 +105,9 @@ def ingest(
     schemas/ first; a broken one is listed in quarantine.jsonl with its reason and left
     untouched. Ingesting a bundle twice changes nothing. Bundles are never modified.
     """
-    from analyze.ingest import Locked
+    from analyze.ingest import Locked, Unwritable
     from analyze.ingest import ingest as run_ingest
+    from capture.archive import ArchiveError
 
     root = _root(archive, config_path)
     for path in paths:
@@ -115,6 +118,10 @@ def ingest(
         summary = run_ingest(root, paths, wait_s=wait_s, progress=progress)
     except Locked as exc:
         fail(f"{exc}; waited, not writing beside it", EXIT_LOCKED)
+    except (Unwritable, ArchiveError) as exc:
+        fail(f"cannot write the archive: {exc}", EXIT_UNWRITABLE)
+    except OSError as exc:
+        fail(f"{exc.filename or root}: {exc.strerror}", EXIT_UNWRITABLE)
     if progress:
         click.echo("", err=True)
     if as_json:

@@ -12,6 +12,8 @@ Invariants:
 - One bad bundle never stops the rest.
 """
 
+import contextlib
+import errno
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -30,6 +32,20 @@ from capture.clock import iso
 DATABASE = "evidence.duckdb"
 QUARANTINE = "quarantine.jsonl"
 BATCH = 250  # bundles per transaction; their series are not held in memory
+
+
+class Unwritable(Exception):
+    """The archive's database cannot be written (a full or read-only disk)."""
+
+
+# What makes the database refuse one bundle, where the others still go in: a value DuckDB
+# rejects, or a time no calendar holds (an overflow in converting it).
+REFUSED = (duckdb.Error, ValueError, OverflowError, OSError)
+
+
+# How DuckDB words a disk that will not take its writes, whatever the exception's class
+# (a failed WAL write surfaces as a fatal or transaction error too).
+DISK_ERRORS = ("No space left on device", "Read-only file system", "Disk quota exceeded")
 
 
 class Locked(Exception):
@@ -176,13 +192,13 @@ def _commit(
     try:
         _transaction(con, lambda: load.load(con, batch, now))
         done = batch
-    except duckdb.Error:
+    except REFUSED:
         done = []
         for bundle in batch:  # find the one the database refuses; keep the others
             try:
                 _transaction(con, lambda b=bundle: load.load(con, [b], now))
                 done.append(bundle)
-            except duckdb.Error as exc:
+            except REFUSED as exc:
                 _quarantine(
                     root,
                     summary,
@@ -201,8 +217,24 @@ def _transaction(con: duckdb.DuckDBPyConnection, work: Callable[[], None]) -> No
     try:
         work()
         con.execute("COMMIT")
+    except duckdb.Error as exc:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
+        if any(m in str(exc) for m in DISK_ERRORS):
+            # The database's own disk, not the bundle: stop, and quarantine nothing.
+            raise Unwritable(str(exc).splitlines()[0]) from None
+        raise
+    except OSError as exc:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise Unwritable(f"{exc.filename or 'the archive'}: {exc.strerror}") from None
+        raise
     except BaseException:
-        con.execute("ROLLBACK")
+        # A failed COMMIT has already ended the transaction: the error that matters is the
+        # one that got here, not ROLLBACK's complaint that nothing is open.
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
         raise
 
 
@@ -223,7 +255,7 @@ def _quarantined(root: Path) -> dict[str, str]:
 def _quarantine(
     root: Path, summary: Summary, known: dict[str, str], path: Path, reason: str
 ) -> None:
-    key = str(path.resolve())
+    key = load.path_text(path.resolve())
     entry = {"path": key, "reason": reason, "at": iso(time.time())}
     summary.quarantined.append({"path": key, "reason": reason})
     if known.get(key) == reason:

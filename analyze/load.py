@@ -7,6 +7,8 @@ per table and batch, and read back by DuckDB. Nothing here decides what a readin
 means: that is the analyst's, after the load.
 """
 
+import os
+import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -98,26 +100,27 @@ SQL_FILES = frozenset(name for name, _, _ in _SQL_SERIES)
 
 def load(con: duckdb.DuckDBPyConnection, batch: list[Loaded], ingested_at: str) -> None:
     """Insert every row of the batch; the caller owns the transaction."""
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE _batch (dir VARCHAR, bundle_id VARCHAR, host VARCHAR)"
-    )
-    con.executemany(
-        "INSERT INTO _batch VALUES (?, ?, ?)",
-        [[str(b.path.resolve()), b.bundle_id, b.host] for b in batch],
-    )
-    for name, columns, statement in _SQL_SERIES:
-        files = [str(b.path.resolve() / name) for b in batch if name in b.files]
-        if files:
-            source = (
-                f"read_json({files!r}, columns={columns}, filename=true, "
-                "format='newline_delimited')"
-            )
-            con.execute(statement.replace("{src}", source))
     rows: dict[str, list[dict[str, Any]]] = {}
     for bundle in batch:
         for table, row in _rows(bundle, ingested_at):
             rows.setdefault(table, []).append(row)
     with tempfile.TemporaryDirectory(prefix="evidence-ingest-") as tmp:
+        dirs = {b.bundle_id: _readable(b.path.resolve(), Path(tmp), i) for i, b in enumerate(batch)}
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE _batch (dir VARCHAR, bundle_id VARCHAR, host VARCHAR)"
+        )
+        con.executemany(
+            "INSERT INTO _batch VALUES (?, ?, ?)",
+            [[dirs[b.bundle_id], b.bundle_id, b.host] for b in batch],
+        )
+        for name, columns, statement in _SQL_SERIES:
+            files = [f"{dirs[b.bundle_id]}/{name}" for b in batch if name in b.files]
+            if files:
+                source = (
+                    f"read_json({files!r}, columns={columns}, filename=true, "
+                    "format='newline_delimited')"
+                )
+                con.execute(statement.replace("{src}", source))
         for table, table_rows in rows.items():
             path = Path(tmp) / f"{table}.jsonl"
             # JSON columns (an answer, the unavailable fields) go in as objects: read_json
@@ -129,6 +132,27 @@ def load(con: duckdb.DuckDBPyConnection, batch: list[Loaded], ingested_at: str) 
                 "format='newline_delimited')",
                 [str(path)],
             )
+
+
+# DuckDB's reader takes a path as a glob pattern, and text as UTF-8: a bundle whose folder
+# name holds a pattern character, a control character or bytes that are not UTF-8 (copied
+# from another machine) is read through a plain-named link instead.
+_PLAIN = re.compile(r"[A-Za-z0-9_./+@:,=-]+")
+
+
+def _readable(path: Path, tmp: Path, n: int) -> str:
+    text = os.fsencode(path).decode("utf-8", "surrogateescape")
+    if _PLAIN.fullmatch(text):
+        return text
+    link = tmp / f"bundle-{n}"
+    link.symlink_to(path, target_is_directory=True)
+    return str(link)
+
+
+def path_text(path: Path) -> str:
+    """A path as text that any JSON writer and DuckDB take: bytes that are not UTF-8 are
+    written as \\xNN escapes (the name stays recognisable; it is never used to open)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 # -- rows flattened here ----------------------------------------------------------------------
@@ -156,7 +180,7 @@ def _rows(b: Loaded, ingested_at: str) -> Iterator[tuple[str, dict[str, Any]]]:
             "partial_reason": m["partial_reason"],
             "recovered_at": m.get("recovered_at"),
             "collector_version": m["collector"]["version"],
-            "path": str(b.path.resolve()),
+            "path": path_text(b.path.resolve()),
             "manifest_sha256": b.manifest_sha256,
             "ingested_at": ingested_at,
         },
