@@ -167,7 +167,12 @@ def capture(
     if not quiet and not as_json and sys.stderr.isatty() and window_s > 0:
         progress = _progress_bar
     outcome = _run_capture(
-        config, trigger, window_s, resolve_root(archive, config.archive), progress
+        config,
+        trigger,
+        window_s,
+        resolve_root(archive, config.archive),
+        progress,
+        own_process=True,
     )
     manifest = outcome.manifest
     if as_json:
@@ -280,6 +285,7 @@ def _run_capture(
     progress: Callable[[float, float], None] | None,
     code: int | None = None,
     health: list[dict[str, Any]] | None = None,
+    own_process: bool = False,
 ) -> Outcome:
     """Capture, or end with one line: `code` overrides the capture's own exit status."""
     signal.signal(signal.SIGTERM, _stop)
@@ -296,7 +302,13 @@ def _run_capture(
     try:
         try:
             outcome = Capture(
-                config, trigger, window_s, root, on_progress=progress, health=health
+                config,
+                trigger,
+                window_s,
+                root,
+                on_progress=progress,
+                health=health,
+                own_process=own_process,
             ).run()
         except (Busy, ArchiveError, OSError):
             with contextlib.suppress(OSError):

@@ -202,11 +202,11 @@ class Capture:
         on_progress: Callable[[float, float], None] | None = None,
         probes: list[type[Probe]] | None = None,
         health: list[dict[str, Any]] | None = None,
-        own_process: bool = True,
+        own_process: bool = False,
     ):
-        """own_process: this capture is what the process was started for (the command),
-        so its start-up counts against the window + 3 s bound; a long-running caller
-        (evidence serve) passes False and the bound starts with the capture."""
+        """own_process: this capture is all the process was started for (`evidence
+        capture`), so its start-up counts against the window + 3 s bound. Otherwise (a
+        check that ran first, the long-running serve, a test) the bound starts here."""
         self.config, self.trigger, self.window_s, self.root = config, trigger, window_s, root
         self.on_progress = on_progress
         self.probe_classes = probes if probes is not None else ordered()

@@ -788,7 +788,7 @@ class Server:
             raise ArchiveError(f"{journal.path}: cannot write: {exc.strerror}") from None
 
         def capture(trigger: Trigger) -> Outcome:
-            return Capture(config, trigger, self.window_s, root, own_process=False).run()
+            return Capture(config, trigger, self.window_s, root).run()
 
         self.recorder = Recorder(capture, journal, cooldown_s, retry_s)
         host, port = listen
