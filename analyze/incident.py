@@ -24,6 +24,7 @@ NOT_FAULTS = ("no-fault", "ambiguous", "insufficient-evidence")
 # (manual, healthcheck, alert, systemd, hook) is someone or something noticing a problem.
 ROUTINE_TRIGGERS = ("cron",)
 FLOOR_QUANTILE = 0.05
+COLLECTOR = "evidence"  # the collector's process name (its console script)
 # How a process is recognised as an engine of a kind: its name or an argument holding it.
 ENGINE_MARKS = {
     "llama-server": ("llama-server",),
@@ -178,7 +179,10 @@ def _offender(facts: Facts) -> dict[str, str | None]:
     if holders and holders[0]["used_bytes"]:
         process = holders[0]["name"]
     else:
-        biggest = max(facts.processes, key=lambda p: p["rss_bytes"] or 0, default=None)
+        # The collector is in its own process list; on a quiet machine it can be the
+        # largest there, and it is never the offender.
+        others = [p for p in facts.processes if p["name"] != COLLECTOR]
+        biggest = max(others, key=lambda p: p["rss_bytes"] or 0, default=None)
         process = biggest["name"] if biggest else None
     models = sorted(
         (m for m in facts.models if (m["state"] or "loaded") in ("loaded", "ready")),

@@ -222,3 +222,24 @@ def test_the_changelog_entry_carries_the_generated_rule(lab, con):
     assert [r["alert"] for r in data["rules"]] == ["HostMemoryLow"]
     text = render("changelog.md.j2", d=data)
     assert "alert `HostMemoryLow`, for 2h" in text and "promtool check rules" in text
+
+
+def test_the_collector_is_never_the_key_offender(tmp_path):
+    from builder import Builder
+
+    b = Builder("quiet-1", TONIGHT).host().kernel([]).logs([])
+    b.memory([(TONIGHT + i, 2 * 2**30) for i in range(30)])
+    b.processes(
+        [
+            {"pid": 10, "name": "evidence", "rss_bytes": 27 * 2**20},
+            {"pid": 11, "name": "sshd", "rss_bytes": 9 * 2**20},
+        ]
+    )
+    path = b.write(tmp_path)
+    assert not ingest(tmp_path).quarantined
+    con = connect(tmp_path, read_only=True)
+    try:
+        result = compare(con, _id(path))
+    finally:
+        con.close()
+    assert result["bundle"]["signature"].endswith("· sshd")
