@@ -508,19 +508,11 @@ def changelog(
 
 
 def _write_page(path: Path, text: str) -> None:
-    """Write a page whole or not at all; pages name processes and hosts, so 0600."""
-    import os
-    import tempfile
+    """A page or rule file, whole or not at all, in a private folder."""
+    from reports.output import replace_text
 
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    replace_text(path, text)
 
 
 def _write_report(root: Path, target: Path, data: dict[str, Any]) -> None:

@@ -8,10 +8,10 @@ title, the operator's own notes) is kept as it is. The file is replaced atomical
 """
 
 import hashlib
-import os
 import re
-import tempfile
 from pathlib import Path
+
+from reports.output import replace_text
 
 HEADER = "# Changelog\n\n"
 _MARKER = re.compile(r"^<!-- evidence:entry key=([0-9a-f]{16}) date=(\S+) -->$", re.MULTILINE)
@@ -39,18 +39,5 @@ def add(path: Path, key: str, date: str, text: str) -> bool:
     # Newest first: before the first entry of the same date or older; the rest untouched.
     at = next((i for i, (when, _) in enumerate(blocks) if when <= date), len(blocks))
     blocks.insert(at, (date, entry))
-    _replace(path, head + "".join(b if b.endswith("\n\n") else b + "\n" for _, b in blocks))
+    replace_text(path, head + "".join(b if b.endswith("\n\n") else b + "\n" for _, b in blocks))
     return True
-
-
-def _replace(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
