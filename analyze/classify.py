@@ -98,7 +98,8 @@ def judge(facts: Facts) -> dict[str, Any]:
 
 def _verdict(facts: Facts, ranked: list[dict[str, Any]]) -> tuple[str, list[str]]:
     top, second = ranked[0], ranked[1]
-    findings = []
+    failure = facts.window.failure if facts.window else None
+    findings = [f"what failed: {failure.said()}"] if failure else []
     if top["score"] >= MIN_SCORE and second["score"] >= top["score"] - AMBIGUOUS_WITHIN:
         pair = frozenset({top["fault"], second["fault"]})
         split = SEPARATE.get(pair, "evidence that speaks for one and against the other")
@@ -110,6 +111,19 @@ def _verdict(facts: Facts, ranked: list[dict[str, Any]]) -> tuple[str, list[str]
         return "ambiguous", findings
     if top["score"] >= MIN_SCORE:
         return top["fault"], findings
+    if failure:
+        # Something went down: "healthy" is the one answer that cannot be given. Say what
+        # failed, what came closest, and what would have told.
+        leading = [c for c in ranked[:3] if c["score"] > 0]
+        close = (
+            "the closest: " + ", ".join(f"{c['fault']} ({c['score']})" for c in leading)
+            if leading
+            else "no fault had any evidence"
+        )
+        wanted = list(dict.fromkeys(m for c in (leading or ranked[:3]) for m in c["missing"]))
+        told = "; what would have told: " + "; ".join(wanted[:4]) if wanted else ""
+        findings.append(f"a service failed and no fault had enough evidence to name: {close}{told}")
+        return "insufficient-evidence", findings
     unmeasured = [p for p in CORE if not facts.measured(p)]
     if unmeasured or not facts.has("memory_used"):
         findings.append(
@@ -168,12 +182,12 @@ def _json(value: Any) -> Any:
 def _context(facts: Facts) -> dict[str, Any]:
     """What the human report shows before the candidates, in the seeds' order."""
     b = facts.bundle
-    gateway = facts.series.get("gateway_up", [])
-    down = next((t for t, v in gateway if v == 0), None)
+    failure = facts.window.failure if facts.window else None
     return {
         "trigger": f"{b['trigger_kind']}" + (f":{b['trigger_name']}" if b["trigger_name"] else ""),
         "started_at": b["started_at"].isoformat(),
-        "gateway_down_at": down,
+        "failed_at": failure.at if failure else None,
+        "failure": failure.said() if failure else None,
         "series": {
             name: {"origin": facts.origin.get(name), "points": len(points)}
             for name, points in sorted(facts.series.items())

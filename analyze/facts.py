@@ -14,22 +14,36 @@ from typing import Any
 
 import duckdb
 
+from analyze.failure import locate
+from analyze.window import Window
+
 Series = list[tuple[float, float | None]]
 
 # Logical series -> where each source keeps it. Prometheus: the query names of the
-# prometheus probe; engines: metric names, summed over engines and labels per instant.
+# prometheus probe, the first that has series (a newer name before an older one); engines:
+# metric names, summed over engines and labels per instant.
 _PROMETHEUS = {
-    "accelerator_used": "accelerator_memory_used",
-    "accelerator_total": "accelerator_memory_total",
-    "kv_cache": "kv_cache_usage",
-    "context_high_water": "context_high_water",
-    "requests_running": "requests_running",
-    "requests_waiting": "requests_waiting",
-    "available": "host_memory_available",
-    "gateway_up": "gateway_up",
-    "engine_up": "engine_up",
-    "memory_total": "host_memory_total",
+    "accelerator_used": ("accelerator_memory_used",),
+    "accelerator_total": ("accelerator_memory_total",),
+    "kv_cache": ("kv_cache_usage", "kv_cache_usage_legacy"),
+    "context_high_water": ("context_high_water",),
+    "requests_running": ("requests_running",),
+    "requests_waiting": ("requests_waiting",),
+    "tokens_generated": ("tokens_generated",),
+    "available": ("host_memory_available",),
+    "gateway_up": ("gateway_up",),
+    "engine_up": ("engine_up",),
+    "memory_total": ("host_memory_total", "host_memory_total_darwin"),
+    "swap_total_history": ("host_swap_total",),
+    "swap_free_history": ("host_swap_free",),
+    "pswpout_history": ("host_swap_out_pages",),
+    "oom_kills_history": ("host_oom_kills",),
+    "psi_some_seconds": ("host_psi_memory_some_seconds",),
+    "psi_full_seconds": ("host_psi_memory_full_seconds",),
 }
+# Queries whose series are each one scrape target's `up`, kept apart per target: a sum would
+# hide which service went down.
+_TARGET_QUERIES = ("gateway_up", "engine_up", "targets_up")
 # An engine's own word for "working on something": any of these above zero.
 BUSY_METRICS = (
     "vllm:num_requests_running",
@@ -89,9 +103,14 @@ class Facts:
     previous: dict[str, Any] | None = None
     engine_load: dict[str, list[float]] = field(default_factory=dict)  # engine -> busy readings
     engine_targets_up: int | None = None  # Prometheus engine targets up at the end
+    # Each scrape target's `up` history, by "job/instance", and the query that named it.
+    targets: dict[str, Series] = field(default_factory=dict)
+    target_query: dict[str, str] = field(default_factory=dict)
     # Each OOM-killer kill the kernel log holds: seconds before the bundle began (None when
     # the kernel did not date it), and the line.
     oom_kills: list[tuple[float | None, str]] = field(default_factory=list)
+    # The incident window: the failure (if any) and the hours before it (analyze/window.py).
+    window: Window | None = None
 
     def measured(self, probe: str) -> bool:
         return self.probes.get(probe, ("absent", None))[0] == "ok"
@@ -184,6 +203,13 @@ def derive(con: duckdb.DuckDBPyConnection, bundle_id: str) -> Facts:
         [bundle["host"], bundle["started_at"]],
     )
     facts.previous = previous[0] if previous else None
+    failure = locate(facts)
+    captured = bundle["started_at"].timestamp() + (bundle["window_s"] or 0.0)
+    facts.window = Window(
+        end=failure.at if failure else captured,
+        failure=failure,
+        cut=failure.at if failure and failure.event else None,
+    )
     return facts
 
 
@@ -209,12 +235,14 @@ def _prometheus(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) ->
         [bundle_id],
     ).fetchall()
     facts.prometheus = {q: (status, reason) for q, status, reason in rows}
-    for name, query in _PROMETHEUS.items():
-        status, reason = facts.prometheus.get(query, (None, None))
-        if status != "ok":
+    for name, queries in _PROMETHEUS.items():
+        answered = [q for q in queries if facts.prometheus.get(q, (None,))[0] == "ok"]
+        if not answered:
+            status, reason = facts.prometheus.get(queries[0], (None, None))
             if status is not None:
-                facts.unmeasured.setdefault(f"prometheus:{query}", f"{status}: {reason}")
+                facts.unmeasured.setdefault(f"prometheus:{queries[0]}", f"{status}: {reason}")
             continue
+        query = answered[0]
         points = con.execute(
             """SELECT t, sum(value) FROM prometheus_series
                                 WHERE bundle_id = ? AND query = ? AND t IS NOT NULL
@@ -230,6 +258,19 @@ def _prometheus(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) ->
         [bundle_id],
     ).fetchall()
     facts.engine_targets_up = sum(1 for (v,) in ends if v == 1) if ends else None
+    for query, job, instance, points in con.execute(
+        """SELECT query, labels['job'], labels['instance'], list((t, value) ORDER BY t)
+           FROM prometheus_series WHERE bundle_id = ? AND list_contains(?, query)
+               AND t IS NOT NULL
+           GROUP BY ALL""",
+        [bundle_id, list(_TARGET_QUERIES)],
+    ).fetchall():
+        key = f"{job or '?'}/{instance or '?'}"
+        # The seed's own queries name the role (gateway, engine); `up` only repeats them.
+        if key not in facts.targets or query != "targets_up":
+            facts.targets[key] = [(_ts(t), v) for t, v in points]
+            facts.target_query[key] = query
+    _darwin_available(con, facts, bundle_id)
     if facts.has("available") and facts.origin.get("available") == "prometheus":
         # Prometheus saw the machine the history is of: its total, not this bundle's, if known.
         totals = [v for _, v in facts.series.get("memory_total", []) if v]
@@ -240,6 +281,20 @@ def _prometheus(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) ->
                 (t, None if v is None else total - v) for t, v in facts.series["available"]
             ]
             facts.origin["memory_used"] = "prometheus"
+
+
+def _darwin_available(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) -> None:
+    """macOS node-exporter has no MemAvailable: free plus inactive pages is what the system
+    can hand out without paging (what Activity Monitor calls available, near enough)."""
+    if facts.origin.get("available") == "prometheus":
+        return
+    points = con.execute(
+        """SELECT t, sum(value) FROM prometheus_series WHERE bundle_id = ? AND t IS NOT NULL
+               AND query IN ('host_memory_free_darwin', 'host_memory_inactive_darwin')
+           GROUP BY t HAVING count(DISTINCT query) = 2 ORDER BY t""",
+        [bundle_id],
+    ).fetchall()
+    _prefer(facts, "available", [(_ts(t), v) for t, v in points], "prometheus")
 
 
 def _engine_series(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) -> None:

@@ -15,6 +15,8 @@ import orjson
 
 from analyze import shapes
 from analyze.facts import Facts
+from analyze.failure import engine_kill, is_service
+from analyze.window import RECENT_S, Window, known, share_above
 
 GIB = 1024**3
 SQUAT_GPU_BYTES = 1 * GIB  # an idle engine holding this much GPU memory is squatting
@@ -42,6 +44,23 @@ BUILD_SHARE = 0.30  # compilers holding this share of memory are load, not backg
 PSI_SOME_HIGH = 10.0  # % of time some task stalled on memory (avg10)
 PSI_FULL_HIGH = 5.0
 RECENT_KILL_S = 3600  # an OOM kill this long before the capture can be the fault's own
+# Reading the incident window against the rest of the day (analyze/window.py).
+HOUR_S = 3600.0
+QUEUE_SHARE = 0.5  # requests waited through at least half of the hour before the failure ...
+QUEUE_OVER_USUAL = 0.25  # ... and that much more of it than in the busiest hour before
+CREEP_OVER_USUAL = 1.25  # cache per request 25% above the highest hourly level earlier
+LOAD_OVER_USUAL = 1.25  # requests running this far above the busiest hour is more load
+MODEL_SHARE = 0.05  # a second model is at least 5% of the pool (a 0.7 GiB step on a 24 GiB
+MODEL_MIN_BYTES = 1 * GIB  # card is a buffer, not a model) and at least 1 GiB
+SWAP_LOOKS_H = (8, 2)  # hours read for a step: a second model loaded in the last hours
+COINCIDE_S = 1200.0  # a step within 20 min of a server coming up came with it
+LEAK_SHARE = 0.03  # a floor rising 3% of the pool and never coming back is not noise
+LEAK_MIN_STRETCHES = 4  # a ratchet needs four floors to be seen climbing
+LEAK_STRETCH_S = 2 * 3600.0  # floors per two hours: a burst cannot fill one
+LEAK_MIN_RISES = 0.7  # most steps between successive floors go up
+LOW_AVAILABLE = 0.05  # available memory under 5% of the total is exhaustion ...
+LOW_AVAILABLE_SAMPLED = 0.10  # ... and under 10% of it on a coarse scrape beside a kill
+PSI_HISTORY_HIGH = 0.10  # stalled 10% of the time over the hour before (node-exporter)
 ENGINE_WORDS = {
     "llama-server": ("llama-server", "llama_server"),
     "vllm": ("vllm",),
@@ -89,6 +108,43 @@ def _values(f: Facts, name: str) -> list[float]:
     return [v for _, v in f.series.get(name, []) if v is not None]
 
 
+def _window(f: Facts) -> Window:
+    return f.window or Window(end=f.bundle["started_at"].timestamp(), failure=None, cut=None)
+
+
+def _history(f: Facts, name: str) -> bool:
+    """The series reaches far enough before the incident window to compare it with."""
+    return f.has(name) and _window(f).has_history(f.series[name])
+
+
+def _hourly(series: shapes.Series, fn: Callable[[list[float]], float]) -> list[float]:
+    """fn of each hour of readings (hours with fewer than 3 readings are skipped)."""
+    hours: dict[int, list[float]] = {}
+    for t, v in series:
+        if v is not None:
+            hours.setdefault(int(t // HOUR_S), []).append(v)
+    return [fn(vs) for vs in hours.values() if len(vs) >= 3]
+
+
+def _median(vs: list[float]) -> float:
+    return shapes.quantile(vs, 0.5)
+
+
+def _at(f: Facts, when: float) -> str:
+    ago = _window(f).end - when
+    return (
+        f"{ago / 60:.0f} min before the failure"
+        if _window(f).failure
+        else (f"{ago / 60:.0f} min before the capture")
+    )
+
+
+def _per_request(cache: shapes.Series, running: shapes.Series) -> list[tuple[float, float]]:
+    """The cache metric divided by the requests running at the same instant (one or more)."""
+    load = {t: v for t, v in running if v is not None and v >= 1}
+    return [(t, v / load[t]) for t, v in cache if v is not None and t in load]
+
+
 def _memory_series(f: Facts) -> tuple[str, str] | None:
     """The memory series to read shapes from: the accelerator's where it is known, else the
     host's (on a unified machine the host's is the accelerator's)."""
@@ -108,6 +164,16 @@ def context_creep(f: Facts) -> Judgement:
             "the context high-water (llamacpp:n_tokens_max)"
         )
         return j
+    if any(_history(f, n) for n in cache):
+        _creep_in_window(f, j, [n for n in cache if _history(f, n)])
+    else:
+        _creep_in_bundle(f, j, cache)
+    if f.lines.get("kv-cache") and j.score:
+        j.add(1, f"the log mentions the KV cache: {_last(f, 'kv-cache')}")
+    return j
+
+
+def _creep_in_bundle(f: Facts, j: Judgement, cache: list[str]) -> None:
     for name in cache:
         shape = shapes.climb(f.series[name])
         if shape.verdict:
@@ -129,9 +195,58 @@ def context_creep(f: Facts) -> Judgement:
     memory = _memory_series(f)
     if memory and j.score and shapes.climb(f.series[memory[0]]).verdict:
         j.add(1, f"{memory[1]} climbed with it")
-    if f.lines.get("kv-cache"):
-        j.add(1, f"the log mentions the KV cache: {_last(f, 'kv-cache')}")
-    return j
+
+
+def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
+    """The cache held per running request in the hour before the failure, against the
+    highest hourly level of the rest of the day: longer conversations, not more of them."""
+    w = _window(f)
+    running = f.series.get("requests_running", [])
+    for name in cache:
+        words = name.replace("_", " ")
+        series = w.upto(f.series[name])
+        per = _per_request(series, running) if name == "kv_cache" and running else []
+        measure, label = (
+            (per, f"{words} per running request")
+            if len(per) >= 6
+            else (
+                series,
+                words,
+            )
+        )
+        recent = known(w.last(measure, RECENT_S))
+        usual = _hourly(w.reference(measure), _median)
+        if len(recent) < 3 or not usual:
+            j.missing.append(f"readings of {words} in the hour before and earlier in the day")
+            continue
+        now, before = _median(recent), max(usual)
+        said = f"{label} {shapes.plain(now)} in the hour before, against at most " + (
+            f"{shapes.plain(before)} in any hour earlier"
+        )
+        climb = shapes.climb(w.incident(measure))
+        # Days-long creep: the whole history climbs, each quarter above the last (a rhythm
+        # goes back down at night; this does not).
+        steady = shapes.climb(measure)
+        if now > before * CREEP_OVER_USUAL and now - before > 1e-9:
+            j.add(3, f"{label} rose past its usual range: {said}")
+            if climb.verdict:
+                j.add(1, f"and climbed through the incident window: {climb.why}")
+        elif steady.verdict:
+            j.add(3, f"{label} climbed through the whole look-back: {steady.why}")
+        else:
+            j.evidence_against.append(f"{label} stayed in its usual range: {said}")
+    if not f.has("requests_running"):
+        j.missing.append("requests running")
+    elif j.score:
+        recent = known(w.last(running, RECENT_S))
+        busiest = max(_hourly(w.reference(running), _median), default=None)
+        if recent and busiest is not None and _median(recent) > busiest * LOAD_OVER_USUAL + 0.5:
+            j.evidence_against.append(
+                f"requests running rose above the busiest hour before ({_median(recent):.1f} "
+                f"against {busiest:.1f}): more callers, not longer context"
+            )
+        elif recent:
+            j.add(1, "requests running stayed in their usual range: the same load, more cache")
 
 
 @rule("concurrency-overload")
@@ -142,6 +257,8 @@ def concurrency_overload(f: Facts) -> Judgement:
             "requests waiting (llamacpp:requests_deferred, "
             "vllm:num_requests_waiting, sglang:num_queue_reqs)"
         )
+    elif _history(f, "requests_waiting"):
+        _queue_in_window(f, j)
     else:
         waiting = shapes.sustained(f.series["requests_waiting"], above=0, min_fraction=0.25)
         if waiting.verdict:
@@ -154,10 +271,61 @@ def concurrency_overload(f: Facts) -> Judgement:
             j.evidence_against.append("nothing ever waited for a slot")
     running = _values(f, "requests_running")
     if running and max(running) > 1 and j.score:
-        j.add(1, f"up to {max(running):.0f} requests ran at once")
+        w = _window(f)
+        recent = known(w.last(f.series["requests_running"], RECENT_S))
+        ceiling = max(known(w.upto(f.series["requests_running"])), default=0)
+        if recent and _median(recent) >= 0.9 * ceiling:
+            j.add(1, f"requests running held at the ceiling ({ceiling:.0f}) while others waited")
+        else:
+            j.add(1, f"up to {max(running):.0f} requests ran at once")
     if f.lines.get("slot-unavailable"):
         j.add(2, f"the log says a slot was unavailable: {_last(f, 'slot-unavailable')}")
     return j
+
+
+def _queue_in_window(f: Facts, j: Judgement) -> None:
+    """Requests waiting through the hour before the failure, against the busiest hour
+    before the queue began: a queue that lasted this incident, however long, and not the
+    machine's usual busy hour."""
+    w = _window(f)
+    series = w.upto(f.series["requests_waiting"])
+    recent = w.last(series, RECENT_S)
+    share = share_above(recent, 0)
+    if share is None or len(known(recent)) < 4:
+        j.missing.append("readings of requests waiting in the hour before the failure")
+        return
+    # Walk back hour by hour while the queue held: the rest of the history is the before.
+    onset = w.end - RECENT_S
+    while True:
+        hour = [(t, v) for t, v in series if onset - HOUR_S <= t < onset]
+        held = share_above(hour, 0) if len(known(hour)) >= 3 else None
+        if held is None or held < QUEUE_SHARE:
+            break
+        onset -= HOUR_S
+    usual = max(_hourly_shares([(t, v) for t, v in series if t < onset]), default=0.0)
+    lasted = (w.end - onset) / HOUR_S
+    said = (
+        f"{share:.0%} of the hour before, the queue lasting about {lasted:.0f} h, against "
+        f"{usual:.0%} in the busiest hour before it"
+    )
+    if share >= QUEUE_SHARE and share >= usual + QUEUE_OVER_USUAL:
+        peak = max(known(recent))
+        j.add(3, f"requests waited for a slot through the incident: {said} (up to {peak:.0f})")
+    elif share >= QUEUE_SHARE:
+        j.evidence_against.append(f"requests waited as much earlier in the day: {said}")
+    elif share > 0:
+        j.evidence_against.append(f"requests waited only briefly: {said}")
+    else:
+        j.evidence_against.append("nothing waited for a slot in the hour before")
+
+
+def _hourly_shares(series: shapes.Series) -> list[float]:
+    """Per hour of the series, the share of it with requests waiting."""
+    hours: dict[int, list[tuple[float, float | None]]] = {}
+    for t, v in series:
+        hours.setdefault(int(t // HOUR_S), []).append((t, v))
+    shares = [share_above(pts, 0) for pts in hours.values() if len(known(pts)) >= 3]
+    return [x for x in shares if x is not None]
 
 
 @rule("leak-ratchet")
@@ -166,6 +334,9 @@ def leak_ratchet(f: Facts) -> Judgement:
     memory = _memory_series(f)
     if memory is None:
         j.missing.append("a memory series")
+        return j
+    if _history(f, memory[0]):
+        _leak_in_history(f, j)
         return j
     series = f.series[memory[0]]
     ratchet = shapes.ratchet(series, fmt=_gib)
@@ -186,6 +357,84 @@ def leak_ratchet(f: Facts) -> Judgement:
     if rhythm.verdict:
         j.evidence_against.append(f"a daily rhythm, which is not a trend: {rhythm.why}")
     return j
+
+
+def _quiet_floors(f: Facts, name: str, series: shapes.Series) -> list[tuple[float, float]]:
+    """The memory floor of each two-hour stretch, read where the engine was quiet when its
+    load was read at the same instants (a busy evening's floor is not a leak), else over the
+    whole stretch."""
+    same = f.origin.get("requests_running") == f.origin.get(name)
+    running = f.series.get("requests_running", []) if same else []
+    quiet_at = {t for t, v in running if v == 0}
+    stretches: dict[int, list[float]] = {}
+    for t, v in series:
+        if v is not None and (not quiet_at or t in quiet_at):
+            stretches.setdefault(int(t // LEAK_STRETCH_S), []).append(v)
+    return [
+        (k * LEAK_STRETCH_S, shapes.quantile(vs, 0.05))
+        for k, vs in sorted(stretches.items())
+        if len(vs) >= 3
+    ]
+
+
+def _leak_in_history(f: Facts, j: Judgement) -> None:
+    """Floors between busy spells that rise stretch after stretch and never come back in
+    the quiet hours, on any memory line (the card's or the host's), up to the failure."""
+    w = _window(f)
+    for name, label in _memory_lines(f):
+        pool = _pool(f, name)
+        floors = _quiet_floors(f, name, w.upto(f.series[name]))
+        if len(floors) < LEAK_MIN_STRETCHES:
+            j.missing.append(f"{label}: floors in {LEAK_MIN_STRETCHES} quiet stretches")
+            continue
+        levels = [v for _, v in floors]
+        rises = sum(b > a for a, b in zip(levels, levels[1:], strict=False))
+        rise = levels[-1] - levels[0]
+        halfway = next((i for i, v in enumerate(levels) if v >= levels[0] + rise / 2), 0)
+        said = f"from {_gib(levels[0])} to {_gib(levels[-1])} over {len(levels)} stretches"
+        if (
+            pool
+            and rise >= LEAK_SHARE * pool
+            and rises >= LEAK_MIN_RISES * (len(levels) - 1)
+            and min(levels[halfway:]) > levels[0] + rise / 4
+        ):
+            j.add(3, f"the {label} floor rose in the quiet hours and never came back: {said}")
+            cache = [n for n in ("kv_cache", "context_high_water") if _history(f, n)]
+            tracked = [n for n in cache if shapes.climb(w.upto(f.series[n])).verdict]
+            if tracked:
+                j.score -= 1
+                j.evidence_against.append(
+                    f"the rise tracks the {tracked[0].replace('_', ' ')} (context creep)"
+                )
+            elif cache:
+                j.add(1, "the KV cache did not climb with it: the rise is not the cache")
+            step = shapes.step(w.upto(f.series[name]), fmt=_gib)
+            if step.verdict and step.size and step.size > 0.7 * rise:
+                j.evidence_against.append(f"most of the rise is one step: {step.why}")
+                j.score -= 1
+            return
+        if pool and abs(rise) < LEAK_SHARE * pool:
+            j.evidence_against.append(f"the {label} floor is flat between bursts: {said}")
+        else:
+            j.evidence_against.append(f"the {label} floor came back down: {said}")
+
+
+def _memory_lines(f: Facts) -> list[tuple[str, str]]:
+    """Every memory line with history: the card's and the host's are read apart."""
+    return [
+        (name, label)
+        for name, label in (("accelerator_used", "accelerator memory"), ("memory_used", "memory"))
+        if _history(f, name)
+    ]
+
+
+def _pool(f: Facts, name: str) -> float | None:
+    """The size of the pool a memory line is of: the card's total, else the host's."""
+    if name == "accelerator_used":
+        totals = _values(f, "accelerator_total")
+        if totals:
+            return max(totals)
+    return f.memory_total
 
 
 def _loaded(f: Facts) -> dict[str, list[str]] | None:
@@ -251,18 +500,77 @@ def swap_not_unloaded(f: Facts) -> Judgement:
             )
         else:
             j.evidence_against.append(f"the model manager and the accelerator agree ({said})")
-    if (f.engine_targets_up or 0) > 1:
-        j.add(
-            2,
-            f"{f.engine_targets_up} engine targets were up together at the end "
-            "(Prometheus up): more than one model server resident",
-        )
     memory = _memory_series(f)
-    if memory:
+    if memory and _history(f, memory[0]):
+        _step_with_a_server(f, j)
+    elif memory:
         step = shapes.step(f.series[memory[0]], fmt=_gib)
         if step.verdict and (step.size or 0) > 0:
             j.add(2, f"{memory[1]} stepped up and stayed: {step.why}")
     return j
+
+
+def _step_with_a_server(f: Facts, j: Judgement) -> None:
+    """A step up the size of a model that stays to the failure, at the moment a second
+    server came up: the seeds' decisive coincidence, sized against the machine."""
+    w = _window(f)
+    came_up = _servers_started(f)
+    for name, label in _memory_lines(f):
+        pool = _pool(f, name) or 0
+        series = w.upto(f.series[name])
+        # Both levels must last a tenth of what is read: a long look for an old step, a
+        # short one for a model loaded minutes before the failure.
+        step = next(
+            (
+                found
+                for hours in SWAP_LOOKS_H
+                if (
+                    found := shapes.step(
+                        [p for p in series if p[0] >= w.end - hours * HOUR_S], fmt=_gib
+                    )
+                ).verdict
+            ),
+            None,
+        )
+        size = step.size or 0 if step else 0
+        if step is None or size <= 0:
+            continue
+        if size < max(MODEL_SHARE * pool, MODEL_MIN_BYTES):
+            j.evidence_against.append(
+                f"the {label} step is {_gib(size)}, too small for a second model on "
+                f"{_gib(pool)}: {step.why}"
+            )
+            continue
+        with_server = [
+            (t, target) for t, target in came_up if abs(t - (step.t_change or 0)) <= COINCIDE_S
+        ]
+        if with_server:
+            t, target = with_server[0]
+            j.add(
+                3,
+                f"{label} stepped up {_gib(size)} {_at(f, step.t_change or t)} as {target} "
+                f"came up, and stayed: {step.why}",
+            )
+        else:
+            j.add(2, f"{label} stepped up {_gib(size)} and stayed: {step.why}")
+        return
+
+
+def _servers_started(f: Facts) -> list[tuple[float, str]]:
+    """Service targets that came up during the look-back (0 -> 1, or first seen up after
+    the history began) and were still up at its end."""
+    started = []
+    for target, series in f.targets.items():
+        pts = [(t, v) for t, v in series if v is not None]
+        if not is_service(target) or not pts or pts[-1][1] != 1:
+            continue
+        i = len(pts)
+        while i > 0 and pts[i - 1][1] == 1:
+            i -= 1
+        first_seen = min(t for s in f.targets.values() for t, _ in s)
+        if i > 0 or pts[0][0] - first_seen > HOUR_S:
+            started.append((pts[i][0], target))
+    return started
 
 
 @rule("host-exhaustion")
@@ -275,9 +583,21 @@ def host_exhaustion(f: Facts) -> Judgement:
     if kills:
         ago, text = kills[-1]
         when = "" if ago is None else f" {max(ago, 0) / 60:.0f} min before the capture"
-        if "Memory cgroup out of memory" in text:
-            # A limit (a unit's MemoryMax=, a container's) was hit: the same kill, but the
-            # machine itself may have had room; said, and weighed a point lower.
+        if "Memory cgroup out of memory" in text and engine_kill(text):
+            # The engine's own limit (its unit's MemoryMax=, its container's): named as such.
+            j.add(3, f"the OOM killer ran{when} inside the engine's memory limit: {text[:200]}")
+            j.evidence_against.append(
+                "the kill was the engine's own cgroup limit (CONSTRAINT_MEMCG), not the whole "
+                "machine running out: check the unit's MemoryMax= or the container's limit"
+            )
+        elif "Memory cgroup out of memory" in text and _services(f):
+            # Another group's limit beside the services: its process was killed inside its
+            # own fence, which says nothing of the machine or the engines.
+            j.add(1, f"an OOM kill{when} inside another memory limit, context only: {text[:160]}")
+            j.evidence_against.append(
+                "the only kill was another cgroup's limit, not the machine running out"
+            )
+        elif "Memory cgroup out of memory" in text:
             j.add(3, f"the OOM killer ran{when} inside a memory limit: {text[:200]}")
             j.evidence_against.append(
                 "the kill was a cgroup's limit (CONSTRAINT_MEMCG), not the whole machine "
@@ -291,6 +611,9 @@ def host_exhaustion(f: Facts) -> Judgement:
               f"fault's: {text[:160]}")  # fmt: skip
     if f.lines.get("host-alloc-fail"):
         j.add(2, f"an allocation failed: {_last(f, 'host-alloc-fail')}")
+    if _history(f, "available"):
+        _exhaustion_in_window(f, j, machine_kill=bool(kills) and j.score >= 4)
+        return j
     available = _values(f, "available")
     if available and f.memory_total:
         low = min(available)
@@ -304,6 +627,59 @@ def host_exhaustion(f: Facts) -> Judgement:
     elif not available:
         j.missing.append("available memory")
     return j
+
+
+def _services(f: Facts) -> bool:
+    """Model services were read here: an engine, or a service target in Prometheus."""
+    return bool(f.engines) or any(is_service(t) for t in f.targets)
+
+
+def _exhaustion_in_window(f: Facts, j: Judgement, machine_kill: bool) -> None:
+    """Host available memory falling to a small share of the total before the kill or the
+    outage, against the rest of the day; the card's line flat; memory back once the
+    victim's was released. A scrape can miss the lowest point: beside a kill a higher
+    reading still counts."""
+    w = _window(f)
+    total = f.memory_total
+    series = f.series["available"]
+    if not total:
+        j.missing.append("the machine's total memory")
+        return
+    before = known([(t, v) for t, v in series if w.start <= t <= w.end + HOUR_S / 6])
+    usual = known(w.reference(series))
+    if not before:
+        j.missing.append("available memory in the hours before the failure")
+        return
+    low = min(before)
+    share = low / total
+    killed = machine_kill or _kills_in_history(f) > 0
+    said = f"available memory fell to {_gib(low)} of {_gib(total)} ({share:.0%})"
+    if usual:
+        said += f", against at least {_gib(min(usual))} earlier in the day"
+    if share < LOW_AVAILABLE and (not usual or min(usual) > 2 * low):
+        j.add(2, f"{said} before the failure")
+    elif share < LOW_AVAILABLE_SAMPLED and killed and (not usual or min(usual) > 1.5 * low):
+        j.add(2, f"{said} beside a kill (a scrape can miss the lowest point)")
+    else:
+        j.evidence_against.append(f"available memory stayed comfortable: lowest {_gib(low)}")
+        return
+    count = _kills_in_history(f)
+    if count and not machine_kill:
+        j.add(2, f"the kernel's OOM-kill counter rose by {count:.0f} in the incident window")
+    after = known([(t, v) for t, v in series if t > w.end])
+    if after and max(after) > 2 * low:
+        j.add(1, f"available memory came back to {_gib(max(after))} once the victim's was freed")
+    if _history(f, "accelerator_used"):
+        card = shapes.step(w.incident(f.series["accelerator_used"]), fmt=_gib)
+        if not card.verdict:
+            j.add(1, "the accelerator's line stayed flat: the host ran out, not the card")
+
+
+def _kills_in_history(f: Facts) -> float:
+    """How much node_vmstat_oom_kill rose in the incident window (0 when unknown)."""
+    w = _window(f)
+    counts = known([(t, v) for t, v in f.series.get("oom_kills_history", []) if t >= w.start])
+    return max(0.0, counts[-1] - counts[0]) if len(counts) >= 2 else 0.0
 
 
 @rule("accelerator-oom")
@@ -325,9 +701,12 @@ def accelerator_oom(f: Facts) -> Judgement:
 @rule("memory-pressure-stall")
 def memory_pressure_stall(f: Facts) -> Judgement:
     j = Judgement()
+    if f.has("psi_some_seconds") and _window(f).has_history(f.series["psi_some_seconds"]):
+        _stall_in_window(f, j)
     some = _values(f, "psi_some")
     if not some:
-        j.missing.append("PSI memory pressure")
+        if not j.score:
+            j.missing.append("PSI memory pressure")
         return j
     if max(some) >= PSI_SOME_HIGH:
         j.add(2, f"tasks stalled on memory {max(some):.0f}% of the time (PSI some avg10)")
@@ -350,6 +729,41 @@ def memory_pressure_stall(f: Facts) -> Judgement:
             + ("" if not swap else f"; swap {_gib(max(swap))} used")
         )
     return j
+
+
+def _rate(series: shapes.Series) -> list[tuple[float, float]]:
+    """Per-second rate of a counter between successive readings (a reset gives no rate)."""
+    pts = [(t, v) for t, v in series if v is not None]
+    return [
+        (t2, (v2 - v1) / (t2 - t1))
+        for (t1, v1), (t2, v2) in zip(pts, pts[1:], strict=False)
+        if t2 > t1 and v2 >= v1
+    ]
+
+
+def _stall_in_window(f: Facts, j: Judgement) -> None:
+    """node-exporter's stall counters over the hour before the failure, against the worst
+    hour of the rest of the day; swap filling and pages swapped out beside them."""
+    w = _window(f)
+    stalled = _rate(w.upto(f.series["psi_some_seconds"]))
+    recent = known(w.last(stalled, RECENT_S))
+    worst = max(_hourly(w.reference(stalled), _median), default=0.0)
+    if len(recent) < 3:
+        j.missing.append("readings of memory stall time in the hour before the failure")
+        return
+    now = _median(recent)
+    said = f"tasks stalled on memory {now:.0%} of the hour before, against {worst:.0%} at worst"
+    if now >= PSI_HISTORY_HIGH and now >= 2 * worst:
+        j.add(3, f"{said} in any hour earlier (node-exporter PSI)")
+    else:
+        j.evidence_against.append(f"{said} earlier")
+        return
+    free = known(w.incident(f.series.get("swap_free_history", [])))
+    if len(free) >= 2 and free[-1] < free[0]:
+        j.add(1, f"swap filled in the incident window: {_gib(free[0] - free[-1])} more used")
+    out = known(w.last(_rate(f.series.get("pswpout_history", [])), RECENT_S))
+    if out and _median(out) > 0:
+        j.add(1, f"pages were swapped out through the hour ({_median(out):.0f}/s)")
 
 
 def _belongs(process: dict[str, Any], kind: str) -> bool:

@@ -1,9 +1,11 @@
 """Prometheus history: how a thirty-second bundle reads memory backwards from the failure.
 
-Range queries over the look-back (24 h by default, a step giving about 300 points) for
-the seed's diagnose-oom questions (gateway and engine up, accelerator memory, KV-cache
-usage, context high-water, requests running and waiting, host MemAvailable), the
-node-exporter memory, swap, PSI and OOM series, and the config's own queries.
+Range queries over the look-back (24 h by default, a step giving about 720 points: two
+minutes over a day, so the hour before a failure holds thirty readings) for the seed's
+diagnose-oom questions (gateway and engine up, accelerator memory, KV-cache usage, context
+high-water, requests running and waiting, host MemAvailable), the node-exporter memory,
+swap, PSI and OOM series, what an incident needs beyond the seed (every target's up, the
+token counter, older names), and the config's own queries.
 
 A query with no series is `absent` (nothing publishes it here: itself evidence about the
 instruments); Prometheus not answering is the probe's status, never a per-query
@@ -22,7 +24,7 @@ from capture.httpget import get, refused
 from capture.probes import Probe, Reading, register
 
 DEFAULT_URL = "http://127.0.0.1:9090"
-POINTS = 300
+POINTS = 720
 QUERY_TIMEOUT_S = 3.0
 MAX_BYTES = 8 * 1024 * 1024
 
@@ -61,6 +63,24 @@ NODE_QUERIES = (
 )
 
 
+# What the seed does not ask and an incident needs: every target's `up` (which service went
+# down and when, whatever its job is called), the token counter (progress), vLLM's cache
+# metric before its rename, and macOS node-exporter's memory (it has no MemAvailable).
+HISTORY_QUERIES = (
+    ("targets_up", "up"),
+    (
+        "tokens_generated",
+        "vllm:generation_tokens_total or sglang:generation_tokens_total"
+        " or llamacpp:tokens_predicted_total",
+    ),
+    ("kv_cache_usage_legacy", "vllm:gpu_cache_usage_perc"),
+    ("host_memory_free_darwin", "node_memory_free_bytes"),
+    ("host_memory_inactive_darwin", "node_memory_inactive_bytes"),
+    ("host_memory_total_darwin", "node_memory_total_bytes"),
+)
+QUERIES = SEED_QUERIES + NODE_QUERIES + HISTORY_QUERIES
+
+
 def step_for(lookback_s: int) -> int:
     """A step giving about POINTS points, never finer than 15 s (a usual scrape interval)."""
     return max(15, math.ceil(lookback_s / POINTS))
@@ -92,7 +112,7 @@ class Prometheus(Probe):
         end = time.time()
         lookback = config.prometheus_lookback_s
         step = step_for(lookback)
-        queries = [*SEED_QUERIES, *NODE_QUERIES, *config.prometheus_queries]
+        queries = [*QUERIES, *config.prometheus_queries]
         results = [
             self._query(url, name, expr, end - lookback, end, step, deadline)
             for name, expr in queries

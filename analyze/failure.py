@@ -1,0 +1,148 @@
+"""What failed, and when: the moment a diagnosis reads backwards from.
+
+The seeds' second step ("establish when, from the record") before any shape is read. Every
+source that can say a service failed is asked, and each sign keeps its time and its words:
+
+- the trigger itself, when it is a failure (a health check, an alert, a unit, a hook);
+- a scrape target of a service whose `up` went from 1 to 0 and stayed there (a target that
+  was never up is a service nobody started, not an outage; an exporter going down is an
+  instrument gap, not the service);
+- a health check of the bundle that failed;
+- an engine that did not answer at the capture;
+- the OOM killer killing an engine process (a kill of anything else inside its own memory
+  limit is context, weighed by the host-exhaustion rule).
+
+Invariants:
+- A sign is dated by its own evidence: a target's fall at the first reading of its final
+  run of zeros, a kill at the kernel's time, a check or a trigger at the capture.
+- A fall or a kill is an event with its time; a failed trigger, check or engine is a state
+  found at the capture. The failure is dated by the latest event and the events in the
+  CLUSTER_S before it (what went down first in that outage), so that the hours before it
+  are read, not its aftermath; an older fall is a separate outage. With no event, or when
+  a failure trigger comes over STALE_S after the last event, the trigger dates it.
+- Pure: reads Facts, writes nothing.
+"""
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from analyze.facts import Facts
+
+FAILURE_TRIGGERS = ("healthcheck", "alert", "systemd", "hook", "recorder")
+# Scrape jobs that are instruments, not services: their going down is a gap in what we
+# can see, never the outage itself.
+INSTRUMENT_JOBS = re.compile(
+    r"node|dcgm|prometheus|alertmanager|exporter|cadvisor|blackbox|grafana|pushgateway|"
+    r"amdgpu|rocm|nvidia|gpu|smi|process",
+    re.I,
+)
+ENGINE_PROCESS = re.compile(
+    r"llama|vllm|sglang|ollama|comfy|webui|text-generation|koboldcpp|tabby|lmdeploy|exllama",
+    re.I,
+)
+CLUSTER_S = 1800  # signs of one outage follow each other within minutes (an alert's `for`)
+STALE_S = 3600  # a fall this long before a failure trigger is an outage of its own
+RECENT_KILL_S = 3600  # an OOM kill older than this belongs to an earlier night
+_VICTIM = re.compile(r"Killed process (\d+) \(([^)]*)\)")
+
+
+@dataclass(frozen=True)
+class Sign:
+    at: float  # unix seconds
+    source: str  # trigger | target | check | engine | kill
+    what: str  # plain words, for the verdict and the report
+
+
+@dataclass(frozen=True)
+class Failure:
+    dated_by: Sign  # the sign that dates the failure
+    signs: tuple[Sign, ...]  # every sign, earliest first
+
+    @property
+    def at(self) -> float:
+        return self.dated_by.at
+
+    @property
+    def what(self) -> str:
+        return self.dated_by.what
+
+    @property
+    def event(self) -> bool:
+        """Dated by an event (a fall, a kill) rather than by a state found at the capture."""
+        return self.dated_by.source in ("target", "kill")
+
+    def said(self) -> str:
+        """One line for an operator: what failed, and when."""
+        when = datetime.fromtimestamp(self.at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        others = len(self.signs) - 1
+        more = f" (and {others} more sign{'s' * (others > 1)})" if others > 0 else ""
+        return f"{self.what} at {when}{more}"
+
+
+def is_service(target: str) -> bool:
+    """A scrape target of a service (gateway, engine, manager), not an instrument."""
+    return not INSTRUMENT_JOBS.search(target.split("/", 1)[0])
+
+
+def fell(series: list[tuple[float, float | None]]) -> float | None:
+    """When a target that had been up went down for good: the first reading of its final
+    run of zeros. None when it ends up, never was up, or nothing is known."""
+    known = [(t, v) for t, v in series if v is not None]
+    if not known or known[-1][1] != 0 or not any(v == 1 for _, v in known):
+        return None
+    i = len(known)
+    while i > 0 and known[i - 1][1] == 0:
+        i -= 1
+    return known[i][0]
+
+
+def engine_kill(text: str) -> str | None:
+    """The victim's name when an OOM kill line names a model-serving process."""
+    m = _VICTIM.search(text)
+    return m.group(2) if m and ENGINE_PROCESS.search(m.group(2)) else None
+
+
+def locate(f: "Facts") -> Failure | None:
+    """The failure the bundle shows, or None when nothing failed."""
+    b = f.bundle
+    captured = b["started_at"].timestamp()
+    signs: list[Sign] = []
+    trigger = None
+    if b["trigger_kind"] in FAILURE_TRIGGERS:
+        fired = b["fired_at"].timestamp() if b.get("fired_at") else captured
+        name = b["trigger_name"] or b["trigger_kind"]
+        detail = f" ({b['trigger_detail']})" if b.get("trigger_detail") else ""
+        trigger = Sign(fired, "trigger", f"the {b['trigger_kind']} trigger {name}{detail}")
+        signs.append(trigger)
+    for target, series in f.targets.items():
+        down = fell(series)
+        if down is not None and is_service(target):
+            signs.append(Sign(down, "target", f"{target} went down (Prometheus up 1 -> 0)"))
+    for c in f.checks:
+        if not c["ok"]:
+            why = f": {c['reason']}" if c["reason"] else ""
+            signs.append(Sign(captured, "check", f"the {c['kind']} check {c['name']} failed{why}"))
+    for e in f.engines:
+        if e["status"] in ("error", "timeout"):
+            why = f": {e['reason']}" if e["reason"] else ""
+            signs.append(Sign(captured, "engine", f"{e['name']} ({e['kind']}) did not answer{why}"))
+    for ago, text in f.oom_kills:
+        victim = engine_kill(text)
+        if victim and ago is not None and ago <= RECENT_KILL_S:
+            signs.append(Sign(captured - ago, "kill", f"the OOM killer killed {victim}"))
+    if not signs:
+        return None
+    signs.sort(key=lambda s: s.at)
+    events = [s for s in signs if s.source in ("target", "kill")]
+    if not events or (trigger and trigger.at - events[-1].at > STALE_S):
+        first = trigger or signs[0]
+    else:
+        first = events[-1]
+        for e in reversed(events[:-1]):
+            if first.at - e.at > CLUSTER_S:
+                break
+            first = e
+    return Failure(dated_by=first, signs=tuple(signs))
