@@ -111,6 +111,9 @@ class Facts:
     oom_kills: list[tuple[float | None, str]] = field(default_factory=list)
     # The incident window: the failure (if any) and the hours before it (analyze/window.py).
     window: Window | None = None
+    # Each process of this bundle, by "pid name", and its RSS in this bundle and in the
+    # host's earlier bundles of the last day: (t, rss) readings, one process instance each.
+    process_history: dict[str, Series] = field(default_factory=dict)
 
     def measured(self, probe: str) -> bool:
         return self.probes.get(probe, ("absent", None))[0] == "ok"
@@ -203,6 +206,7 @@ def derive(con: duckdb.DuckDBPyConnection, bundle_id: str) -> Facts:
         [bundle["host"], bundle["started_at"]],
     )
     facts.previous = previous[0] if previous else None
+    _archive_history(con, facts, bundle)
     failure = locate(facts)
     captured = bundle["started_at"].timestamp() + (bundle["window_s"] or 0.0)
     facts.window = Window(
@@ -281,6 +285,53 @@ def _prometheus(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) ->
                 (t, None if v is None else total - v) for t, v in facts.series["available"]
             ]
             facts.origin["memory_used"] = "prometheus"
+
+
+ARCHIVE_LOOKBACK = "1 day"  # the archive read as a history: as far back as Prometheus
+
+
+def _archive_history(con: duckdb.DuckDBPyConnection, facts: Facts, bundle: dict[str, Any]) -> None:
+    """Without Prometheus the host's earlier bundles (the ten-minute baselines, earlier
+    incidents) are a coarse history: their memory readings go before this bundle's, and
+    each process of this bundle is followed through them (same pid, same start time)."""
+    args = [bundle["host"], bundle["started_at"], bundle["started_at"]]
+    earlier = (
+        """SELECT bundle_id FROM bundles WHERE host = ? AND started_at < ?
+                 AND started_at >= CAST(? AS TIMESTAMPTZ) - INTERVAL '"""
+        + ARCHIVE_LOOKBACK
+        + "'"
+    )
+    if facts.origin.get("memory_used") == "bundle":
+        rows = con.execute(
+            f"""SELECT t, used_bytes, available_bytes FROM host_memory
+                WHERE bundle_id IN ({earlier}) ORDER BY t""",
+            args,
+        ).fetchall()
+        if len({r[0] for r in rows}) >= 2:
+            for name, column in (("memory_used", 1), ("available", 2)):
+                facts.series[name] = [(_ts(r[0]), r[column]) for r in rows] + facts.series[name]
+                facts.origin[name] = f"archive ({len(rows)} earlier readings) and bundle"
+    for pid, name, points in con.execute(
+        f"""SELECT p.pid, p.name, list((p.t, p.rss_bytes) ORDER BY p.t)
+            FROM processes p JOIN (
+                SELECT pid, name, start_time FROM processes WHERE bundle_id = ?
+                GROUP BY ALL) now USING (pid, name)
+            WHERE (p.bundle_id IN ({earlier}) OR p.bundle_id = ?)
+                AND p.start_time IS NOT DISTINCT FROM now.start_time
+            GROUP BY ALL""",
+        [bundle["bundle_id"], *args, bundle["bundle_id"]],
+    ).fetchall():
+        facts.process_history[f"{pid} {name}"] = [(_ts(t), v) for t, v in points]
+    for key, points in con.execute(
+        """SELECT labels['pid'] || ' ' || labels['name'], list((t, value) ORDER BY t)
+           FROM samples WHERE bundle_id = ? AND source = 'process' AND metric = 'rss_bytes'
+           GROUP BY ALL""",
+        [bundle["bundle_id"]],
+    ).fetchall():
+        if key in facts.process_history:
+            facts.process_history[key] = sorted(
+                facts.process_history[key] + [(_ts(t), v) for t, v in points]
+            )
 
 
 def _darwin_available(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) -> None:

@@ -58,6 +58,9 @@ LEAK_SHARE = 0.03  # a floor rising 3% of the pool and never coming back is not 
 LEAK_MIN_STRETCHES = 4  # a ratchet needs four floors to be seen climbing
 LEAK_STRETCH_S = 2 * 3600.0  # floors per two hours: a burst cannot fill one
 LEAK_MIN_RISES = 0.7  # most steps between successive floors go up
+PROCESS_BUNDLE_GAP_S = 60.0  # readings of one bundle are seconds apart; bundles, minutes
+PROCESS_LEAK_BYTES = 0.5 * GIB  # a process that grew half a GiB ...
+PROCESS_LEAK_FACTOR = 2.0  # ... to twice its first floor, bundle after bundle
 LOW_AVAILABLE = 0.05  # available memory under 5% of the total is exhaustion ...
 LOW_AVAILABLE_SAMPLED = 0.10  # ... and under 10% of it on a coarse scrape beside a kill
 PSI_HISTORY_HIGH = 0.10  # stalled 10% of the time over the hour before (node-exporter)
@@ -331,6 +334,7 @@ def _hourly_shares(series: shapes.Series) -> list[float]:
 @rule("leak-ratchet")
 def leak_ratchet(f: Facts) -> Judgement:
     j = Judgement()
+    _leak_per_process(f, j)
     memory = _memory_series(f)
     if memory is None:
         j.missing.append("a memory series")
@@ -357,6 +361,38 @@ def leak_ratchet(f: Facts) -> Judgement:
     if rhythm.verdict:
         j.evidence_against.append(f"a daily rhythm, which is not a trend: {rhythm.why}")
     return j
+
+
+def _leak_per_process(f: Facts, j: Judgement) -> None:
+    """One process followed through the host's earlier bundles and this one: its resident
+    memory floor higher at each bundle than at the last, by a size that matters. Named
+    even before anything fails."""
+    for key, series in f.process_history.items():
+        levels: list[float] = []
+        last = None
+        for t, v in sorted((t, v) for t, v in series if v is not None):
+            # one floor per bundle: a pause longer than a window starts the next bundle
+            if last is None or t - last > PROCESS_BUNDLE_GAP_S:
+                levels.append(v)
+            levels[-1] = min(levels[-1], v)
+            last = t
+        if len(levels) < LEAK_MIN_STRETCHES:
+            continue
+        rises = sum(b > a for a, b in zip(levels, levels[1:], strict=False))
+        rise = levels[-1] - levels[0]
+        if (
+            rise >= PROCESS_LEAK_BYTES
+            and levels[-1] >= PROCESS_LEAK_FACTOR * levels[0]
+            and rises >= LEAK_MIN_RISES * (len(levels) - 1)
+            and min(levels[len(levels) // 2 :]) > levels[0] + rise / 4
+        ):
+            j.add(
+                3,
+                f"pid {key} grew from {_gib(levels[0])} to {_gib(levels[-1])} resident over "
+                f"{len(levels)} bundles of this host, each floor above the last "
+                f"({rises} of {len(levels) - 1} rose); read from the archive",
+            )
+            return
 
 
 def _quiet_floors(f: Facts, name: str, series: shapes.Series) -> list[tuple[float, float]]:

@@ -1,0 +1,164 @@
+"""The incident window: a failure in evidence is never healthy, each shape is read over the
+hours before the failure against the machine's own earlier hours, and the archive is a
+history where there is no Prometheus.
+"""
+
+from test_classify import AT, DAY, GIB, TOTAL, available, base, healthy_bursts, scores, verdict
+
+from lab.builder import Builder, iso
+
+
+def up(job: str, values: list[float]) -> dict:
+    return {"metric": {"__name__": "up", "job": job, "instance": f"127.0.0.1:{9000 + len(job)}"},
+            "values": [[t, repr(v)] for t, v in zip(DAY, values, strict=True)]}  # fmt: skip
+
+
+def history(b: Builder, named: dict[str, list[dict]]) -> Builder:
+    """Query answers as Prometheus gives them, each series with its own labels."""
+    return b.history(
+        [
+            {"name": name, "expr": name, "status": "ok", "reason": None, "series": series}
+            for name, series in named.items()
+        ],
+        start=DAY[0],
+        step_s=300,
+    )
+
+
+def plain(metric: str, values: list[float]) -> list[dict]:
+    return [
+        {
+            "metric": {"__name__": metric, "job": "node", "instance": "box:9100"},
+            "values": [[t, repr(v)] for t, v in zip(DAY, values, strict=True)],
+        }
+    ]
+
+
+def test_a_gateway_that_went_down_is_never_called_healthy(tmp_path):
+    n = len(DAY)
+    gateway = [1.0] * (n - 6) + [0.0] * 6  # down for the last half hour
+    b = history(
+        base(trigger=("alert", "GatewayDown")),
+        {
+            "targets_up": [up("gateway", gateway)],
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in healthy_bursts()]
+            ),
+        },
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "insufficient-evidence", scores(result)
+    said = " ".join(result["findings"])
+    assert "gateway/127.0.0.1:9007 went down" in said
+    assert "what would have told" in said
+    assert result["context"]["failed_at"] == DAY[n - 6]
+
+
+def test_a_target_that_never_ran_is_not_an_outage(tmp_path):
+    b = history(
+        base(trigger=("cron", "baseline")),
+        {
+            "targets_up": [up("gateway", [1.0] * len(DAY)), up("sglang", [0.0] * len(DAY))],
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in healthy_bursts()]
+            ),
+        },
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "no-fault", scores(result)
+    assert result["context"]["failure"] is None
+
+
+def test_a_queue_through_the_ninety_minutes_before_the_failure_is_sustained(tmp_path):
+    # 18 of 288 readings (6% of the day) waited: all in the 90 minutes before the fall.
+    n = len(DAY)
+    waiting = [0.0] * (n - 20) + [3.0] * 18 + [0.0] * 2
+    gateway = [1.0] * (n - 2) + [0.0] * 2
+    b = base(trigger=("healthcheck", "gateway")).prometheus(
+        {
+            "host_memory_available": available(healthy_bursts()),
+            "requests_running": [(t, 4.0 if i >= n - 20 else 1.0) for i, t in enumerate(DAY)],
+            "requests_waiting": list(zip(DAY, waiting, strict=True)),
+            "gateway_up": list(zip(DAY, gateway, strict=True)),
+        }
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "concurrency-overload", scores(result)
+    queue = result["candidates"][0]
+    assert any("through the incident" in e for e in queue["evidence_for"])
+
+
+def test_the_usual_evening_queue_is_not_tonights_fault(tmp_path):
+    # Every evening from 18 to 21 h requests queue; the capture is at 20 h, nothing failed.
+    at = AT + 17 * 3600  # 20:00 UTC
+    day = [at - 86400 + i * 300 for i in range(288)]
+    evening = [3.0 if 18 <= (t % 86400) / 3600 < 21 else 0.0 for t in day]
+    b = Builder("spark-1", at, total=TOTAL, trigger=("cron", "baseline"))
+    b.memory([(at + i, 40 * GIB) for i in range(30)]).pressure([(at + i, 0.0) for i in range(30)])
+    b.processes([{"pid": 100, "name": "worker", "rss_bytes": GIB}]).host().kernel([]).logs([])
+    b.prometheus(
+        {
+            "requests_waiting": list(zip(day, evening, strict=True)),
+            "requests_running": [(t, 4.0) for t in day],
+            "host_memory_available": [(t, TOTAL - 40 * GIB) for t in day],
+        }
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "no-fault", scores(result)
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    assert any("as much earlier in the day" in e for e in queue["evidence_against"])
+
+
+def test_an_engine_that_died_released_its_memory_and_that_is_not_the_shape(tmp_path):
+    # A model step hours ago would be a swap; here memory was flat until the engine died
+    # and its 30 GiB came back: the drop is the aftermath, cut at the fall.
+    n = len(DAY)
+    used = [60 * GIB] * (n - 4) + [30 * GIB] * 4
+    engine = [1.0] * (n - 4) + [0.0] * 4
+    b = base(trigger=("alert", "EngineDown")).prometheus(
+        {
+            "host_memory_available": available(used),
+            "engine_up": list(zip(DAY, engine, strict=True)),
+        }
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] != "no-fault"
+    for fault in ("swap-not-unloaded", "leak-ratchet", "host-exhaustion"):
+        assert scores(result)[fault] < 3, scores(result)
+
+
+def test_a_process_leaking_across_the_baselines_is_named_before_anything_fails(tmp_path):
+    started = iso(AT - 6 * 3600)
+    builders = []
+    for k, rss in enumerate([0.16, 0.4, 0.7, 1.0, 1.3, 1.6]):
+        at = AT - (5 - k) * 3600
+        b = Builder("box-7", at, total=32 * GIB, trigger=("cron", "baseline"), window_s=0)
+        b.memory([(at, 10 * GIB + rss * GIB)]).pressure([(at, 0.0)]).host().kernel([]).logs([])
+        b.processes([{"pid": 4242, "name": "agent", "rss_bytes": int(rss * GIB),
+                      "start_time": started}])  # fmt: skip
+        builders.append(b)
+    now = Builder("box-7", AT + 600, total=32 * GIB, trigger=("manual", None))
+    now.memory([(AT + 600 + i, 12 * GIB) for i in range(30)])
+    now.pressure([(AT + 600 + i, 0.0) for i in range(30)]).host().kernel([]).logs([])
+    now.processes([{"pid": 4242, "name": "agent", "rss_bytes": int(1.9 * GIB),
+                    "start_time": started}])  # fmt: skip
+    result = verdict(tmp_path, *builders, now)
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    leak = result["candidates"][0]
+    assert "4242 agent grew from 0.2 GiB to 1.9 GiB" in leak["evidence_for"][0]
+    assert "archive" in result["context"]["series"]["memory_used"]["origin"]
+
+
+def test_a_kill_inside_another_cgroup_beside_healthy_engines_is_context(tmp_path):
+    from lab.builder import engine
+
+    kill = (
+        "Memory cgroup out of memory: Killed process 16168 (pytest) total-vm:400000kB, "
+        "anon-rss:262144kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:692kB oom_score_adj:0"
+    )
+    b = base().kernel([kill], ago_s=600)
+    b.engines([engine("chat", "llama-server", {"llamacpp:requests_processing": 0.0})])
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "no-fault", scores(result)
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    assert host["score"] == 1 and "context only" in host["evidence_for"][0]
