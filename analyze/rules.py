@@ -58,6 +58,7 @@ LEAK_SHARE = 0.03  # a floor rising 3% of the pool and never coming back is not 
 LEAK_MIN_STRETCHES = 4  # a ratchet needs four floors to be seen climbing
 LEAK_STRETCH_S = 2 * 3600.0  # floors per two hours: a burst cannot fill one
 LEAK_MIN_RISES = 0.7  # most steps between successive floors go up
+LIVE_OUTRANKS_S = 600  # a kill this long before a live hang is its context, not its cause
 PROCESS_BUNDLE_GAP_S = 60.0  # readings of one bundle are seconds apart; bundles, minutes
 PROCESS_LEAK_BYTES = 0.5 * GIB  # a process that grew half a GiB ...
 PROCESS_LEAK_FACTOR = 2.0  # ... to twice its first floor, bundle after bundle
@@ -639,6 +640,14 @@ def host_exhaustion(f: Facts) -> Judgement:
                 "the kill was a cgroup's limit (CONSTRAINT_MEMCG), not the whole machine "
                 "running out: check the unit's MemoryMax= or the container's limit"
             )
+        elif ago is not None and ago > LIVE_OUTRANKS_S and _live_hang(f):
+            # The kill was earlier; what the capture saw live is a hang, the fault of the
+            # moment: the kill is its context.
+            j.add(2, f"the OOM killer ran{when}: {text[:200]}")
+            j.evidence_against.append(
+                "the capture found the port accepting and nothing answering: a live hang "
+                "after the kill is the fault of the moment"
+            )
         else:
             j.add(4, f"the OOM killer ran{when}: {text[:200]}")
     elif f.oom_kills:
@@ -927,9 +936,8 @@ def admission_overcommit(f: Facts) -> Judgement:
     return j
 
 
-@rule("false-liveness")
-def false_liveness(f: Facts) -> Judgement:
-    j = Judgement()
+def _contrast(f: Facts) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Checks of the shallow layer that passed, and of the deep layer that failed."""
     passed = [c for c in f.checks if c["ok"] and c["kind"] in ("tcp", "http")]
     # A completion that came back 200 with nothing in it was answered: that is a result
     # without content (silent-empty-result), not a layer that failed to answer.
@@ -938,6 +946,19 @@ def false_liveness(f: Facts) -> Judgement:
         for c in f.checks
         if not c["ok"] and c["kind"] in ("completion", "command", "http") and not _empty_200(c)
     ]
+    return passed, failed
+
+
+def _live_hang(f: Facts) -> bool:
+    """Seen live at the capture: the port accepts and nothing answers."""
+    passed, failed = _contrast(f)
+    return bool(passed and failed) or any(e["status"] == "timeout" for e in f.engines)
+
+
+@rule("false-liveness")
+def false_liveness(f: Facts) -> Judgement:
+    j = Judgement()
+    passed, failed = _contrast(f)
     if passed and failed:
         j.add(
             4,

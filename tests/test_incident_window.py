@@ -162,3 +162,22 @@ def test_a_kill_inside_another_cgroup_beside_healthy_engines_is_context(tmp_path
     assert result["verdict"] == "no-fault", scores(result)
     host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
     assert host["score"] == 1 and "context only" in host["evidence_for"][0]
+
+
+def test_a_live_hang_outranks_an_oom_line_from_twenty_minutes_before(tmp_path):
+    kill = (
+        "Out of memory: Killed process 4321 (llama-server) total-vm:66093824kB, "
+        "anon-rss:60124kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:692kB oom_score_adj:0"
+    )
+    b = base(trigger=("healthcheck", "chat")).kernel([kill], ago_s=20 * 60)
+    b.checks(
+        [
+            {"name": "port", "kind": "tcp", "ok": True, "status": "ok", "answer": {}},
+            {"name": "chat", "kind": "completion", "ok": False, "status": "timeout",
+             "reason": "no answer within 60 s", "answer": {}},
+        ]
+    )  # fmt: skip
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "false-liveness", scores(result)
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    assert any("fault of the moment" in e for e in host["evidence_against"])
