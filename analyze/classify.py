@@ -16,10 +16,13 @@ import duckdb
 import orjson
 
 from analyze.facts import Facts, derive
-from analyze.rules import RULES
+from analyze.rules import RULES, Judgement
 from schemas import SCHEMA_DIR
 
 MIN_SCORE = 3  # less than one distinguishing observation is not a verdict
+# The faults that are a cause with a shape before the failure; an ending confirms them.
+CAUSES = ("context-creep", "concurrency-overload", "leak-ratchet", "swap-not-unloaded")
+ENDING_DISCOUNT = 3
 AMBIGUOUS_WITHIN = 1
 # What a verdict of no-fault needs measured; without them the answer is about the instruments.
 CORE = ("memory", "pressure", "processes")
@@ -62,9 +65,11 @@ def classify(con: duckdb.DuckDBPyConnection, bundle_id: str) -> dict[str, Any]:
 def judge(facts: Facts) -> dict[str, Any]:
     """The classification contract, from facts already derived."""
     book = catalog()
+    judgements = {entry["id"]: RULES[entry["id"]](facts) for entry in book["fault"]}
+    _weigh_endings(judgements)
     candidates = []
     for order, entry in enumerate(book["fault"]):
-        judgement = RULES[entry["id"]](facts)
+        judgement = judgements[entry["id"]]
         candidates.append(
             (
                 order,
@@ -94,6 +99,24 @@ def judge(facts: Facts) -> dict[str, Any]:
         "findings": findings,
         "context": _context(facts),
     }
+
+
+def _weigh_endings(judgements: dict[str, Judgement]) -> None:
+    """How a failure ended is not why: an allocation failure, or the OOM killer taking the
+    engine that grew, confirms the shape that led there (the seeds read the graphs first
+    and the log after). The strongest cause, where one has enough, takes the ending as its
+    confirmation; the ending keeps its evidence, less ENDING_DISCOUNT points."""
+    causes = [(j.score, fault) for fault, j in judgements.items() if fault in CAUSES]
+    score, cause = max(causes, default=(0, None))
+    if cause is None or score < MIN_SCORE:
+        return
+    for fault, j in judgements.items():
+        if j.ending and j.score >= MIN_SCORE:
+            judgements[cause].add(1, f"and it ended as {fault}: {j.evidence_for[0]}")
+            j.score -= ENDING_DISCOUNT
+            j.evidence_against.append(
+                f"this is how the failure ended, not why: {cause} explains the memory before it"
+            )
 
 
 def _verdict(facts: Facts, ranked: list[dict[str, Any]]) -> tuple[str, list[str]]:

@@ -46,7 +46,7 @@ ENGINE_PROCESS = re.compile(
 CLUSTER_S = 1800  # signs of one outage follow each other within minutes (an alert's `for`)
 STALE_S = 3600  # a fall this long before a failure trigger is an outage of its own
 RECENT_KILL_S = 3600  # an OOM kill older than this belongs to an earlier night
-_VICTIM = re.compile(r"Killed process (\d+) \(([^)]*)\)")
+_VICTIM = re.compile(r"Killed process (\d+) \(([^)]*)\)(?:.*?anon-rss:(\d+)kB)?")
 
 
 @dataclass(frozen=True)
@@ -99,10 +99,23 @@ def fell(series: list[tuple[float, float | None]]) -> float | None:
     return known[i][0]
 
 
+def is_engine(name: str) -> bool:
+    """A process name of a model server (llama-server, VLLM::EngineCore, ollama...)."""
+    return bool(ENGINE_PROCESS.search(name))
+
+
+def victim(text: str) -> tuple[str, int | None] | None:
+    """The name and anonymous resident bytes of the process an OOM kill line names."""
+    m = _VICTIM.search(text)
+    if not m:
+        return None
+    return m.group(2), int(m.group(3)) * 1024 if m.group(3) else None
+
+
 def engine_kill(text: str) -> str | None:
     """The victim's name when an OOM kill line names a model-serving process."""
-    m = _VICTIM.search(text)
-    return m.group(2) if m and ENGINE_PROCESS.search(m.group(2)) else None
+    named = victim(text)
+    return named[0] if named and is_engine(named[0]) else None
 
 
 def locate(f: "Facts") -> Failure | None:

@@ -7,6 +7,7 @@ missing. Points: a supporting observation 1-2, a distinguishing one 3, a decisiv
 (a line saying so, two sources disagreeing) 4-5.
 """
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +16,7 @@ import orjson
 
 from analyze import shapes
 from analyze.facts import Facts
-from analyze.failure import engine_kill, is_service
+from analyze.failure import engine_kill, is_engine, is_service, victim
 from analyze.window import RECENT_S, Window, known, share_above
 
 GIB = 1024**3
@@ -46,6 +47,7 @@ PSI_FULL_HIGH = 5.0
 RECENT_KILL_S = 3600  # an OOM kill this long before the capture can be the fault's own
 # Reading the incident window against the rest of the day (analyze/window.py).
 HOUR_S = 3600.0
+QUEUE_AT_CAPTURE = 4  # four callers waiting at once behind full slots is a queue
 QUEUE_SHARE = 0.5  # requests waited through at least half of the hour before the failure ...
 QUEUE_OVER_USUAL = 0.25  # ... and that much more of it than in the busiest hour before
 CREEP_OVER_USUAL = 1.25  # cache per request 25% above the highest hourly level earlier
@@ -58,6 +60,8 @@ LEAK_SHARE = 0.03  # a floor rising 3% of the pool and never coming back is not 
 LEAK_MIN_STRETCHES = 4  # a ratchet needs four floors to be seen climbing
 LEAK_STRETCH_S = 2 * 3600.0  # floors per two hours: a burst cannot fill one
 LEAK_MIN_RISES = 0.7  # most steps between successive floors go up
+TIGHT_SHARE = 0.15  # under this share available, an idle holder keeps others out
+CULPRIT_SHARE = 0.15  # another process holding this share of the machine is what grew
 LIVE_OUTRANKS_S = 600  # a kill this long before a live hang is its context, not its cause
 PROCESS_BUNDLE_GAP_S = 60.0  # readings of one bundle are seconds apart; bundles, minutes
 PROCESS_LEAK_BYTES = 0.5 * GIB  # a process that grew half a GiB ...
@@ -82,6 +86,9 @@ class Judgement:
     evidence_for: list[str] = field(default_factory=list)
     evidence_against: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    # The evidence is how a failure ended (an allocation failed, the engine that grew was
+    # killed), which confirms a cause rather than being one (classify.py weighs it).
+    ending: bool = False
 
     def add(self, points: int, why: str) -> None:
         self.score += points
@@ -257,10 +264,14 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
 def concurrency_overload(f: Facts) -> Judgement:
     j = Judgement()
     if not f.has("requests_waiting"):
-        j.missing.append(
-            "requests waiting (llamacpp:requests_deferred, "
-            "vllm:num_requests_waiting, sglang:num_queue_reqs)"
-        )
+        queue = _queue_at_capture(f)
+        if queue:
+            j.add(3, queue)
+        else:
+            j.missing.append(
+                "requests waiting (llamacpp:requests_deferred, "
+                "vllm:num_requests_waiting, sglang:num_queue_reqs)"
+            )
     elif _history(f, "requests_waiting"):
         _queue_in_window(f, j)
     else:
@@ -285,6 +296,21 @@ def concurrency_overload(f: Facts) -> Judgement:
     if f.lines.get("slot-unavailable"):
         j.add(2, f"the log says a slot was unavailable: {_last(f, 'slot-unavailable')}")
     return j
+
+
+def _queue_at_capture(f: Facts) -> str | None:
+    """A single reading can say it: at a failure, more requests waiting than running, every
+    slot busy. Strong evidence below the line of a series is still evidence."""
+    waiting = _values(f, "requests_waiting")
+    running = _values(f, "requests_running")
+    if not (waiting and running and f.window and f.window.failure):
+        return None
+    if waiting[-1] >= max(QUEUE_AT_CAPTURE, running[-1]) and running[-1] >= 1:
+        return (
+            f"at the capture {waiting[-1]:.0f} requests waited behind {running[-1]:.0f} "
+            f"running, as {f.window.failure.what}"
+        )
+    return None
 
 
 def _queue_in_window(f: Facts, j: Judgement) -> None:
@@ -377,21 +403,14 @@ def _leak_per_process(f: Facts, j: Judgement) -> None:
                 levels.append(v)
             levels[-1] = min(levels[-1], v)
             last = t
-        if len(levels) < LEAK_MIN_STRETCHES:
-            continue
-        rises = sum(b > a for a, b in zip(levels, levels[1:], strict=False))
-        rise = levels[-1] - levels[0]
-        if (
-            rise >= PROCESS_LEAK_BYTES
-            and levels[-1] >= PROCESS_LEAK_FACTOR * levels[0]
-            and rises >= LEAK_MIN_RISES * (len(levels) - 1)
-            and min(levels[len(levels) // 2 :]) > levels[0] + rise / 4
-        ):
+        onset = _rising_floors(levels, PROCESS_LEAK_BYTES)
+        if onset is not None and levels[-1] >= PROCESS_LEAK_FACTOR * levels[onset]:
+            rises = sum(b > a for a, b in zip(levels[onset:], levels[onset + 1 :], strict=False))
             j.add(
                 3,
-                f"pid {key} grew from {_gib(levels[0])} to {_gib(levels[-1])} resident over "
-                f"{len(levels)} bundles of this host, each floor above the last "
-                f"({rises} of {len(levels) - 1} rose); read from the archive",
+                f"pid {key} grew from {_gib(levels[onset])} to {_gib(levels[-1])} resident over "
+                f"{len(levels) - onset} bundles of this host, each floor above the last "
+                f"({rises} of {len(levels) - onset - 1} rose); read from the archive",
             )
             return
 
@@ -425,17 +444,13 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             j.missing.append(f"{label}: floors in {LEAK_MIN_STRETCHES} quiet stretches")
             continue
         levels = [v for _, v in floors]
-        rises = sum(b > a for a, b in zip(levels, levels[1:], strict=False))
-        rise = levels[-1] - levels[0]
-        halfway = next((i for i, v in enumerate(levels) if v >= levels[0] + rise / 2), 0)
+        onset = _rising_floors(levels, LEAK_SHARE * pool if pool else math.inf)
         said = f"from {_gib(levels[0])} to {_gib(levels[-1])} over {len(levels)} stretches"
-        if (
-            pool
-            and rise >= LEAK_SHARE * pool
-            and rises >= LEAK_MIN_RISES * (len(levels) - 1)
-            and min(levels[halfway:]) > levels[0] + rise / 4
-        ):
-            j.add(3, f"the {label} floor rose in the quiet hours and never came back: {said}")
+        if onset is not None:
+            hours = (w.end - floors[onset][0]) / HOUR_S
+            rose = f"from {_gib(levels[onset])} to {_gib(levels[-1])} over the last {hours:.0f} h"
+            flat = f", level before that at {_gib(levels[0])}" if onset else ""
+            j.add(3, f"the {label} floor rose in the quiet hours and never came back: {rose}{flat}")
             cache = [n for n in ("kv_cache", "context_high_water") if _history(f, n)]
             tracked = [n for n in cache if shapes.climb(w.upto(f.series[n])).verdict]
             if tracked:
@@ -446,14 +461,31 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             elif cache:
                 j.add(1, "the KV cache did not climb with it: the rise is not the cache")
             step = shapes.step(w.upto(f.series[name]), fmt=_gib)
-            if step.verdict and step.size and step.size > 0.7 * rise:
+            if step.verdict and step.size and step.size > 0.7 * (levels[-1] - levels[onset]):
                 j.evidence_against.append(f"most of the rise is one step: {step.why}")
                 j.score -= 1
             return
-        if pool and abs(rise) < LEAK_SHARE * pool:
+        if pool and abs(levels[-1] - levels[0]) < LEAK_SHARE * pool:
             j.evidence_against.append(f"the {label} floor is flat between bursts: {said}")
         else:
-            j.evidence_against.append(f"the {label} floor came back down: {said}")
+            j.evidence_against.append(f"the {label} floor did not ratchet: {said}")
+
+
+def _rising_floors(levels: list[float], least: float) -> int | None:
+    """Where the floors began to ratchet: the earliest start of a run to the end of at
+    least LEAK_MIN_STRETCHES floors, most of whose steps rise, that rose `least` in all and
+    never came back (once halfway up, no later floor within a quarter of the start). A leak
+    that began in the afternoon is read from the afternoon."""
+    for k in range(len(levels) - LEAK_MIN_STRETCHES + 1):
+        run = levels[k:]
+        rise = run[-1] - run[0]
+        if rise < least:
+            continue
+        rises = sum(b > a for a, b in zip(run, run[1:], strict=False))
+        halfway = next(i for i, v in enumerate(run) if v >= run[0] + rise / 2)
+        if rises >= LEAK_MIN_RISES * (len(run) - 1) and min(run[halfway:]) > run[0] + rise / 4:
+            return k
+    return None
 
 
 def _memory_lines(f: Facts) -> list[tuple[str, str]]:
@@ -650,6 +682,17 @@ def host_exhaustion(f: Facts) -> Judgement:
             )
         else:
             j.add(4, f"the OOM killer ran{when}: {text[:200]}")
+        culprit = _culprit(f, text)
+        if culprit:
+            j.add(2, culprit)
+        elif engine_kill(text):
+            # The engine was killed and nothing else was large: it ran the machine out
+            # itself, and how it grew (a leak, a second model, the cache) is the cause.
+            j.ending = True
+            j.evidence_against.append(
+                "the victim was the engine and no other process held much: the engine's own "
+                "growth ran the machine out"
+            )
     elif f.oom_kills:
         ago, text = f.oom_kills[-1]
         j.add(1, f"an OOM kill {ago / 3600:.1f} h before the capture, too early to be this "
@@ -672,6 +715,26 @@ def host_exhaustion(f: Facts) -> Judgement:
     elif not available:
         j.missing.append("available memory")
     return j
+
+
+def _culprit(f: Facts, kill: str) -> str | None:
+    """Another process than the engines holding a large share of the machine at the
+    capture, or killed holding it: what the machine ran out for."""
+    total = f.memory_total or 0
+    if not total:
+        return None
+    named = victim(kill)
+    if named and not is_engine(named[0]) and (named[1] or 0) >= CULPRIT_SHARE * total:
+        return f"the victim, {named[0]}, held {_gib(named[1])}: not the engine"
+    big = [
+        p
+        for p in f.processes
+        if (p["rss_bytes"] or 0) >= CULPRIT_SHARE * total and not is_engine(p["name"] or "")
+    ]
+    if big:
+        p = max(big, key=lambda p: p["rss_bytes"])
+        return f"pid {p['pid']} ({p['name']}) holds {_gib(p['rss_bytes'])}: not an engine"
+    return None
 
 
 def _services(f: Facts) -> bool:
@@ -733,6 +796,7 @@ def accelerator_oom(f: Facts) -> Judgement:
     for tag in ("cuda-oom", "hip-oom", "metal-oom", "vulkan-oom", "nv-no-memory"):
         if f.lines.get(tag):
             j.add(5, f"the log says so ({tag}): {_last(f, tag, 200)}")
+            j.ending = True
             break
     read = [p for p in ("logs", "kernel") if f.measured(p)]
     if not j.score:
@@ -748,6 +812,7 @@ def memory_pressure_stall(f: Facts) -> Judgement:
     j = Judgement()
     if f.has("psi_some_seconds") and _window(f).has_history(f.series["psi_some_seconds"]):
         _stall_in_window(f, j)
+    _ran_out(f, j)
     some = _values(f, "psi_some")
     if not some:
         if not j.score:
@@ -774,6 +839,21 @@ def memory_pressure_stall(f: Facts) -> Judgement:
             + ("" if not swap else f"; swap {_gib(max(swap))} used")
         )
     return j
+
+
+def _ran_out(f: Facts, j: Judgement) -> None:
+    """A stall that ended with the OOM killer taking a process on the whole machine is the
+    prelude of exhaustion, not a fault of its own: work slowing while nothing goes down."""
+    machine = [
+        text
+        for ago, text in f.oom_kills
+        if (ago is None or ago <= RECENT_KILL_S) and "Memory cgroup out of memory" not in text
+    ]
+    if machine or _kills_in_history(f):
+        j.score -= 2
+        j.evidence_against.append(
+            "the machine ran out and the OOM killer took a process: the stall was its prelude"
+        )
 
 
 def _rate(series: shapes.Series) -> list[tuple[float, float]]:
@@ -829,6 +909,15 @@ def idle_squatter(f: Facts) -> Judgement:
             j.evidence_against.append(f"{engine} was working (its queue was not empty)")
             continue
         kind = kinds.get(engine, "")
+        need = _contention(f, kind)
+        if need is None:
+            # A resident model nobody is using is the state a box spends most of its life
+            # in: squatting needs someone kept out.
+            j.evidence_against.append(
+                f"{engine} is idle with its model resident, and nothing else wanted the memory "
+                "(no other tenant on the accelerator, memory not tight, nothing failed)"
+            )
+            continue
         gpu = [
             p
             for p in f.gpu_processes
@@ -839,7 +928,7 @@ def idle_squatter(f: Facts) -> Judgement:
             j.add(
                 4,
                 f"{engine} is idle (nothing running, nothing queued) while pid {p['pid']} "
-                f"holds {_gib(p['used_bytes'])} of accelerator memory",
+                f"holds {_gib(p['used_bytes'])} of accelerator memory, and {need}",
             )
             continue
         host = [
@@ -851,9 +940,26 @@ def idle_squatter(f: Facts) -> Judgement:
             j.add(
                 2,
                 f"{engine} is idle while pid {host[0]['pid']} holds "
-                f"{_gib(host[0]['rss_bytes'])} resident",
+                f"{_gib(host[0]['rss_bytes'])} resident, and {need}",
             )
     return j
+
+
+def _contention(f: Facts, kind: str) -> str | None:
+    """Who or what needed the memory an idle engine holds, in words; None if nothing did."""
+    others = [p for p in f.gpu_processes if not _belongs(_who(f, p), kind)]
+    if others:
+        p = _who(f, others[0])
+        return f"another tenant shares the accelerator (pid {p['pid']} {p.get('name') or '?'})"
+    available = _values(f, "available")
+    if available and f.memory_total and available[-1] < TIGHT_SHARE * f.memory_total:
+        return f"only {_gib(available[-1])} of {_gib(f.memory_total)} was available"
+    some = _values(f, "psi_some")
+    if some and max(some) >= PSI_SOME_HIGH:
+        return f"tasks stalled on memory {max(some):.0f}% of the time"
+    if f.window and f.window.failure:
+        return f"something failed: {f.window.failure.what}"
+    return None
 
 
 @rule("orphaned-gpu-holder")
@@ -972,11 +1078,26 @@ def false_liveness(f: Facts) -> Judgement:
                 f"{e['name']} accepted the connection and never answered: the port is "
                 "up, the application is not",
             )
+    queue = _queued_at_capture(f)
+    if j.score and queue:
+        # The engine answered and was working through a queue: the deep check waited its
+        # turn. That is the queue (concurrency), not a layer that stopped answering.
+        j.score -= 2
+        j.evidence_against.append(f"the engine answered and {queue}: the timeout is the queue")
     if not f.checks and not f.engines:
         j.missing.append("health checks or engines to contrast")
     elif not j.score:
         j.evidence_against.append("every layer that was asked answered")
     return j
+
+
+def _queued_at_capture(f: Facts) -> str | None:
+    """Requests waiting in the last readings before the capture, in words."""
+    w = _window(f)
+    waiting = known(w.last(f.series.get("requests_waiting", []), RECENT_S / 4))
+    if waiting and max(waiting) > 0:
+        return f"{max(waiting):.0f} requests waited in the minutes before"
+    return None
 
 
 def _answer(check: dict[str, Any]) -> dict[str, Any]:

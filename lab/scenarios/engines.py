@@ -169,7 +169,8 @@ def llm_metric(url: str, name: str) -> float | None:
 @register
 class IdleSquatter(EngineScenario):
     """ComfyUI rendered one image for a client that fetched it and left; the queue is empty
-    and the checkpoint stays loaded (smart memory): an idle engine holding memory."""
+    and the checkpoint stays loaded (smart memory) while a second tenant (a training job)
+    shares the accelerator: an idle engine holding memory another job needs."""
 
     name = "idle-squatter"
     expect = ("idle-squatter",)
@@ -189,7 +190,8 @@ name = "comfy"
         )  # fmt: skip
         fetched = lambda: any(r["outcome"] == "ok" for r in results(log))  # noqa: E731
         wait_for("the client fetching its image", fetched)
-        self.gpu(lab, [comfy.pid])
+        tenant = lab.python("import time; time.sleep(600)")
+        self.gpu(lab, [comfy.pid, tenant.pid])
         self.write(lab, comfy=comfy.url)
 
 
