@@ -113,7 +113,8 @@ def _weigh_endings(judgements: dict[str, Judgement]) -> None:
     for fault, j in judgements.items():
         if j.ending and j.score >= MIN_SCORE:
             judgements[cause].add(1, f"and it ended as {fault}: {j.evidence_for[0]}")
-            j.score -= ENDING_DISCOUNT
+            # Below the cause by more than a tie: the ending cannot make it ambiguous.
+            j.score = min(j.score - ENDING_DISCOUNT, judgements[cause].score - AMBIGUOUS_WITHIN - 1)
             j.evidence_against.append(
                 f"this is how the failure ended, not why: {cause} explains the memory before it"
             )

@@ -112,6 +112,18 @@ def victim(text: str) -> tuple[str, int | None] | None:
     return m.group(2), int(m.group(3)) * 1024 if m.group(3) else None
 
 
+def rose(series: list[tuple[float, float | None]]) -> float | None:
+    """When a target that is up at the end came up: the first reading of its final run of
+    ones, if a zero came before it. None when it was up throughout or ends down."""
+    known = [(t, v) for t, v in series if v is not None]
+    if not known or known[-1][1] != 1:
+        return None
+    i = len(known)
+    while i > 0 and known[i - 1][1] == 1:
+        i -= 1
+    return known[i][0] if i > 0 else None
+
+
 def engine_kill(text: str) -> str | None:
     """The victim's name when an OOM kill line names a model-serving process."""
     named = victim(text)
@@ -130,9 +142,15 @@ def locate(f: "Facts") -> Failure | None:
         detail = f" ({b['trigger_detail']})" if b.get("trigger_detail") else ""
         trigger = Sign(fired, "trigger", f"the {b['trigger_kind']} trigger {name}{detail}")
         signs.append(trigger)
+    risen = [rose(series) for target, series in f.targets.items() if is_service(target)]
     for target, series in f.targets.items():
         down = fell(series)
-        if down is not None and is_service(target):
+        # A model manager hands over: one model's server stops as another's starts. That
+        # is a swap, not an outage.
+        handed = down is not None and any(
+            t is not None and abs(t - down) <= CLUSTER_S for t in risen
+        )
+        if down is not None and is_service(target) and not handed:
             signs.append(Sign(down, "target", f"{target} went down (Prometheus up 1 -> 0)"))
     for c in f.checks:
         if not c["ok"]:

@@ -33,6 +33,13 @@ TAGS: tuple[tuple[str, str], ...] = (
     ("slot-unavailable", r"slot (?:is )?unavailable|no slot available|all slots are busy"),
     ("killed", r"\bKilled\b|exit(?:ed)? (?:with )?(?:code |status )?137"),
     ("hung-task", r"blocked for more than \d+ seconds|hung_task"),
+    # A request answered: llama-server's access and slot lines, Ollama's GIN line, the
+    # uvicorn access line of vLLM and SGLang. Progress, seen in the log.
+    (
+        "request-done",
+        r"log_server_r: request: POST \S+ \S+ 200|stop processing: n_past"
+        r"|\[GIN\][^|]*\|\s*200\s*\|.*POST|\"POST /v1/\S+ HTTP/1\.1\" 200",
+    ),
 )
 
 _COMPILED = tuple((tag, re.compile(pattern, re.IGNORECASE)) for tag, pattern in TAGS)
