@@ -74,6 +74,8 @@ PROCESS_LEAK_BYTES = 0.5 * GIB  # a process that grew half a GiB ...
 PROCESS_LEAK_FACTOR = 2.0  # ... to twice its first floor, bundle after bundle
 LOW_AVAILABLE = 0.05  # available memory under 5% of the total is exhaustion ...
 LOW_AVAILABLE_SAMPLED = 0.10  # ... and under 10% of it on a coarse scrape beside a kill
+SWAP_FILLED_BYTES = 1 * GIB  # swap taking a GiB more in the hours before: it did not fit
+SWAPPING_PAGES_S = 10  # pages swapped out per second, through the hour: thrashing, not a blip
 PSI_HISTORY_HIGH = 0.10  # stalled 10% of the time over the hour before (node-exporter)
 ENGINE_WORDS = {
     "llama-server": ("llama-server", "llama_server"),
@@ -95,9 +97,11 @@ class Judgement:
     # The evidence is how a failure ended (an allocation failed, the engine that grew was
     # killed), which confirms a cause rather than being one (classify.py weighs it).
     ending: bool = False
+    points: list[int] = field(default_factory=list)  # what each evidence_for line added
 
     def add(self, points: int, why: str) -> None:
         self.score += points
+        self.points.append(points)
         self.evidence_for.append(why)
 
 
@@ -561,14 +565,17 @@ def swap_not_unloaded(f: Facts) -> Judgement:
         kinds = {e["kind"] for e in f.engines if e["name"] in loaded}
         # Only the processes the managers run: another engine's memory is not a model they
         # forgot (that is a squatter, or simply another tenant).
+        # A manager runs whatever its config says (llama-swap may start vLLM): its own
+        # children count too, whatever their name.
+        children = _descendants(f, {p["pid"] for p in f.processes if _manager(p, kinds)})
         holders = [
             p
             for p in _engine_holders(f)
             if (p["used_bytes"] or 0) >= SQUAT_GPU_BYTES
-            and any(_belongs(_who(f, p), kind) for kind in kinds)
+            and (p["pid"] in children or any(_belongs(_who(f, p), kind) for kind in kinds))
         ]
         said = "; ".join(f"{m} says {', '.join(v) or 'nothing'} loaded" for m, v in loaded.items())
-        if len(holders) > count:
+        if count and len(holders) > count:
             held = ", ".join(
                 f"pid {p['pid']} {p['name'] or '?'} {_gib(p['used_bytes'])}" for p in holders
             )
@@ -587,6 +594,25 @@ def swap_not_unloaded(f: Facts) -> Judgement:
         if step.verdict and (step.size or 0) > 0:
             j.add(2, f"{memory[1]} stepped up and stayed: {step.why}")
     return j
+
+
+def _manager(process: dict[str, Any], kinds: set[str]) -> bool:
+    name = (process["name"] or "").lower()
+    return any(kind in ("llama-swap", "ollama") and kind in name for kind in kinds)
+
+
+def _descendants(f: Facts, roots: set[int]) -> set[int]:
+    """Every process below the given pids in the process table."""
+    children: dict[int, list[int]] = {}
+    for p in f.processes:
+        children.setdefault(p["ppid"], []).append(p["pid"])
+    found, todo = set(), list(roots)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
 
 
 def _step_with_a_server(f: Facts, j: Judgement) -> None:
@@ -750,7 +776,10 @@ def _culprit(f: Facts, kill: str) -> str | None:
     ]
     if big:
         p = max(big, key=lambda p: p["rss_bytes"])
-        return f"pid {p['pid']} ({p['name']}) holds {_gib(p['rss_bytes'])}: not an engine"
+        return (
+            f"pid {p['pid']} ({p['name']}) holds {_gib(p['rss_bytes'])}, more than the engine "
+            "that was killed: not an engine"
+        )
     return None
 
 
@@ -901,10 +930,15 @@ def _stall_in_window(f: Facts, j: Judgement) -> None:
         j.evidence_against.append(f"{said} earlier")
         return
     free = known(w.incident(f.series.get("swap_free_history", [])))
-    if len(free) >= 2 and free[-1] < free[0]:
+    if len(free) >= 2 and free[0] - free[-1] >= SWAP_FILLED_BYTES:
         j.add(1, f"swap filled in the incident window: {_gib(free[0] - free[-1])} more used")
+    elif free:
+        j.score -= 1
+        j.evidence_against.append(
+            "swap did not fill in the incident window: the working set still fit"
+        )
     out = known(w.last(_rate(f.series.get("pswpout_history", [])), RECENT_S))
-    if out and _median(out) > 0:
+    if out and _median(out) >= SWAPPING_PAGES_S:
         j.add(1, f"pages were swapped out through the hour ({_median(out):.0f}/s)")
 
 
@@ -921,6 +955,7 @@ def idle_squatter(f: Facts) -> Judgement:
         return j
     kinds = {e["name"]: e["kind"] for e in f.engines}
     rss = {p["pid"]: p["rss_bytes"] for p in f.processes}
+    found = Judgement()
     for engine, load in f.engine_load.items():
         if max(load, default=0) > 0:
             j.evidence_against.append(f"{engine} was working (its queue was not empty)")
@@ -930,7 +965,7 @@ def idle_squatter(f: Facts) -> Judgement:
         if need is None:
             # A resident model nobody is using is the state a box spends most of its life
             # in: squatting needs someone kept out.
-            j.evidence_against.append(
+            found.evidence_against.append(
                 f"{engine} is idle with its model resident, and nothing else wanted the memory "
                 "(no other tenant on the accelerator, memory not tight, nothing failed)"
             )
@@ -942,7 +977,7 @@ def idle_squatter(f: Facts) -> Judgement:
         ]
         if gpu:
             p = gpu[0]
-            j.add(
+            found.add(
                 4,
                 f"{engine} is idle (nothing running, nothing queued) while pid {p['pid']} "
                 f"holds {_gib(p['used_bytes'])} of accelerator memory, and {need}",
@@ -954,11 +989,17 @@ def idle_squatter(f: Facts) -> Judgement:
             if _belongs(p, kind) and (rss.get(p["pid"]) or 0) >= SQUAT_RSS_BYTES
         ]
         if host:
-            j.add(
+            found.add(
                 2,
                 f"{engine} is idle while pid {host[0]['pid']} holds "
                 f"{_gib(host[0]['rss_bytes'])} resident, and {need}",
             )
+    # One squatter is the finding; more idle engines are listed, not added up.
+    j.evidence_against += found.evidence_against
+    if found.evidence_for:
+        best = max(found.points, default=0)
+        j.score = best
+        j.evidence_for = found.evidence_for
     return j
 
 
