@@ -8,6 +8,7 @@ missing. Points: a supporting observation 1-2, a distinguishing one 3, a decisiv
 """
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,10 +48,13 @@ PSI_FULL_HIGH = 5.0
 RECENT_KILL_S = 3600  # an OOM kill this long before the capture can be the fault's own
 # Reading the incident window against the rest of the day (analyze/window.py).
 HOUR_S = 3600.0
+SLOW_ANSWER_S = 60.0  # a minute per answer is a queue for a chat engine, not generation
 PROGRESS_LINES = 3  # three answered requests in the log's tail: the application works
 QUEUE_AT_CAPTURE = 4  # four callers waiting at once behind full slots is a queue
-QUEUE_SHARE = 0.5  # requests waited through at least half of the hour before the failure ...
-QUEUE_OVER_USUAL = 0.25  # ... and that much more of it than in the busiest hour before
+QUEUE_SHARE = 0.3  # requests waited through a third of the hour before the failure (a
+#                    queue drains between bursts of callers) ...
+QUEUE_OVER_USUAL = 0.2  # ... and that much more of it than in the busiest hour before,
+QUEUE_DEEPER = 2.0  # ... or twice as deep
 CREEP_OVER_USUAL = 1.25  # cache per request 25% above the highest hourly level earlier
 LOAD_OVER_USUAL = 1.25  # requests running this far above the busiest hour is more load
 MODEL_SHARE = 0.05  # a second model is at least 5% of the pool (a 0.7 GiB step on a 24 GiB
@@ -149,6 +153,10 @@ def _hourly(series: shapes.Series, fn: Callable[[list[float]], float]) -> list[f
 
 def _median(vs: list[float]) -> float:
     return shapes.quantile(vs, 0.5)
+
+
+def _mean(vs: list[float]) -> float:
+    return sum(vs) / len(vs)
 
 
 def _at(f: Facts, when: float) -> str:
@@ -274,7 +282,7 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
 def concurrency_overload(f: Facts) -> Judgement:
     j = Judgement()
     if not f.has("requests_waiting"):
-        queue = _queue_at_capture(f)
+        queue = _queue_at_capture(f) or _slow_answers(f)
         if queue:
             j.add(3, queue)
         else:
@@ -306,6 +314,33 @@ def concurrency_overload(f: Facts) -> Judgement:
     if f.lines.get("slot-unavailable"):
         j.add(2, f"the log says a slot was unavailable: {_last(f, 'slot-unavailable')}")
     return j
+
+
+_GO_DURATION = re.compile(r"\|\s*\d{3}\s*\|\s*((?:[\d.]+(?:h|ms|µs|us|m|s))+)\s*\|")
+_GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "µs": 1e-6, "us": 1e-6}
+
+
+def _seconds(go: str) -> float:
+    """A Go duration as Gin prints it (1m2.5s, 182.2s, 850ms) in seconds."""
+    return sum(float(n) * _GO_UNITS[u] for n, u in re.findall(r"([\d.]+)(h|ms|µs|us|m|s)", go))
+
+
+def _slow_answers(f: Facts) -> str | None:
+    """Without a queue metric (Ollama publishes none) the access log still says how long
+    each answer took: minutes per answer, while a check timed out, is requests waiting
+    their turn (the seeds: the friendlier version of the fault is latency, not memory)."""
+    took = [
+        _seconds(m.group(1))
+        for line in f.lines.get("request-done", [])
+        if (m := _GO_DURATION.search(line))
+    ]
+    timed_out = any(c["status"] == "timeout" for c in f.checks)
+    if len(took) < PROGRESS_LINES or not timed_out or _median(took) < SLOW_ANSWER_S:
+        return None
+    return (
+        f"the log's last {len(took)} answers took {_median(took):.0f} s each (median) while "
+        "a check timed out: requests waited their turn"
+    )
 
 
 def _queue_at_capture(f: Facts) -> str | None:
@@ -342,13 +377,18 @@ def _queue_in_window(f: Facts, j: Judgement) -> None:
         if held is None or held < QUEUE_SHARE:
             break
         onset -= HOUR_S
-    usual = max(_hourly_shares([(t, v) for t, v in series if t < onset]), default=0.0)
+    before = [(t, v) for t, v in series if t < onset]
+    usual = max(_hourly_shares(before), default=0.0)
+    depth = _mean(known(recent))
+    usual_depth = max(_hourly(before, _mean), default=0.0)
     lasted = (w.end - onset) / HOUR_S
     said = (
-        f"{share:.0%} of the hour before, the queue lasting about {lasted:.0f} h, against "
-        f"{usual:.0%} in the busiest hour before it"
+        f"{share:.0%} of the hour before ({depth:.1f} waiting on average), the queue lasting "
+        f"about {lasted:.0f} h, against {usual:.0%} ({usual_depth:.1f}) in the busiest hour "
+        "before it"
     )
-    if share >= QUEUE_SHARE and share >= usual + QUEUE_OVER_USUAL:
+    deeper = depth >= QUEUE_DEEPER * max(usual_depth, 1.0)
+    if share >= QUEUE_SHARE and (share >= usual + QUEUE_OVER_USUAL or deeper):
         peak = max(known(recent))
         j.add(3, f"requests waited for a slot through the incident: {said} (up to {peak:.0f})")
     elif share >= QUEUE_SHARE:
@@ -1015,8 +1055,6 @@ def _contention(f: Facts, kind: str) -> str | None:
     some = _values(f, "psi_some")
     if some and max(some) >= PSI_SOME_HIGH:
         return f"tasks stalled on memory {max(some):.0f}% of the time"
-    if f.window and f.window.failure:
-        return f"something failed: {f.window.failure.what}"
     return None
 
 
