@@ -62,9 +62,10 @@ MODEL_MIN_BYTES = 1 * GIB  # card is a buffer, not a model) and at least 1 GiB
 BIG_MODEL_SHARE = 0.10  # a step of a tenth of the pool that stays to a failure is a model
 SWAP_LOOKS_H = (8, 2)  # hours read for a step: a second model loaded in the last hours
 COINCIDE_S = 1200.0  # a step within 20 min of a server coming up came with it
-LEAK_SHARE = 0.05  # a floor rising 5% of the pool to a failure and never coming back
-LEAK_SHARE_UNFAILED = 0.10  # with nothing failed, a host's floor drifts (caches, desktop):
-#                             a leak worth naming before the failure takes a tenth
+LEAK_SHARE = 0.05  # a card's floor rising 5% to a failure and never coming back
+LEAK_SHARE_HOST = 0.08  # a host's floor drifts a few per cent a day (caches it cannot drop,
+#                         desktop, logs): a leak there takes more of the machine
+LEAK_UNFAILED = 1.25  # with nothing failed yet, a quarter more before it is named
 LEAK_ONE_JUMP = 0.7  # one jump between two stretches carrying 70% of the rise is a step
 LEAK_MIN_STRETCHES = 4  # a ratchet needs four floors to be seen climbing
 LEAK_STRETCH_S = 2 * 3600.0  # floors per two hours: a burst cannot fill one
@@ -494,7 +495,8 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             j.missing.append(f"{label}: floors in {LEAK_MIN_STRETCHES} quiet stretches")
             continue
         levels = [v for _, v in floors]
-        share = LEAK_SHARE if w.failure else LEAK_SHARE_UNFAILED
+        share = LEAK_SHARE if name == "accelerator_used" else LEAK_SHARE_HOST
+        share *= 1 if w.failure else LEAK_UNFAILED
         onset = _rising_floors(levels, share * pool if pool else math.inf)
         said = f"from {_gib(levels[0])} to {_gib(levels[-1])} over {len(levels)} stretches"
         if onset is not None:
@@ -502,6 +504,14 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             rose = f"from {_gib(levels[onset])} to {_gib(levels[-1])} over the last {hours:.0f} h"
             flat = f", level before that at {_gib(levels[0])}" if onset else ""
             j.add(3, f"the {label} floor rose in the quiet hours and never came back: {rose}{flat}")
+            jumps = [b - a for a, b in zip(levels[onset:], levels[onset + 1 :], strict=False)]
+            if max(jumps) > LEAK_ONE_JUMP * (levels[-1] - levels[onset]):
+                j.score -= 2
+                j.evidence_against.append(
+                    f"most of the rise is one jump of {_gib(max(jumps))} between two "
+                    "stretches: a step, not a ratchet"
+                )
+                return
             cache = [n for n in ("kv_cache", "context_high_water") if _history(f, n)]
             tracked = [n for n in cache if shapes.climb(w.upto(f.series[n])).verdict]
             if tracked:
@@ -511,13 +521,6 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
                 )
             elif cache:
                 j.add(1, "the KV cache did not climb with it: the rise is not the cache")
-            jumps = [b - a for a, b in zip(levels[onset:], levels[onset + 1 :], strict=False)]
-            if max(jumps) > LEAK_ONE_JUMP * (levels[-1] - levels[onset]):
-                j.evidence_against.append(
-                    f"most of the rise is one jump of {_gib(max(jumps))} between two "
-                    "stretches: a step, not a ratchet"
-                )
-                j.score -= 1
             return
         if pool and abs(levels[-1] - levels[0]) < LEAK_SHARE * pool:
             j.evidence_against.append(f"the {label} floor is flat between bursts: {said}")
@@ -696,6 +699,13 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
                 f"{label} stepped up {_gib(size)} {_at(f, step.t_change or t)} as {target} "
                 f"came up, and stayed: {step.why}",
             )
+            holders = [p for p in f.gpu_processes if (p["used_bytes"] or 0) >= SQUAT_GPU_BYTES]
+            if len(holders) >= 2:
+                held = ", ".join(
+                    f"pid {p['pid']} {_who(f, p).get('name') or '?'} {_gib(p['used_bytes'])}"
+                    for p in holders
+                )
+                j.add(2, f"the accelerator holds memory for {len(holders)} models: {held}")
         elif w.failure and size >= BIG_MODEL_SHARE * pool:
             j.add(
                 3,
@@ -1196,12 +1206,13 @@ def false_liveness(f: Facts) -> Judgement:
 
 
 def _queued_at_capture(f: Facts) -> str | None:
-    """Requests waiting in the last readings before the capture, in words."""
+    """Requests waiting in the last readings before the capture, or answers that took
+    minutes each, in words."""
     w = _window(f)
     waiting = known(w.last(f.series.get("requests_waiting", []), RECENT_S / 4))
     if waiting and max(waiting) > 0:
         return f"{max(waiting):.0f} requests waited in the minutes before"
-    return None
+    return _slow_answers(f)
 
 
 def _answer(check: dict[str, Any]) -> dict[str, Any]:
