@@ -30,6 +30,7 @@ _PROMETHEUS = {
     "requests_running": ("requests_running",),
     "requests_waiting": ("requests_waiting",),
     "tokens_generated": ("tokens_generated",),
+    "preemptions": ("preemptions",),
     "available": ("host_memory_available",),
     "gateway_up": ("gateway_up",),
     "engine_up": ("engine_up",),
@@ -75,6 +76,7 @@ ENGINE_SERIES = {
         "sglang:num_queue_reqs",
         "llamacpp:requests_deferred",
     ),
+    "preemptions": ("vllm:num_preemptions_total", "sglang:num_retracted_requests_total"),
     "tokens_generated": (
         "vllm:generation_tokens_total",
         "sglang:generation_tokens_total",

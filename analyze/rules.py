@@ -55,6 +55,8 @@ QUEUE_SHARE = 0.3  # requests waited through a third of the hour before the fail
 #                    queue drains between bursts of callers) ...
 QUEUE_OVER_USUAL = 0.2  # ... and that much more of it than in the busiest hour before,
 QUEUE_DEEPER = 2.0  # ... or twice as deep
+HIGH_WATER_LOOK_S = 6 * 3600.0  # a creep starts one to six hours before the failure
+PREEMPT_OVER_USUAL = 3.0  # three times the worst hour's preemptions: the cache ran out
 CREEP_OVER_USUAL = 1.25  # cache per request 25% above the highest hourly level earlier
 LOAD_OVER_USUAL = 1.25  # requests running this far above the busiest hour is more load
 MODEL_SHARE = 0.05  # a second model is at least 5% of the pool (a 0.7 GiB step on a 24 GiB
@@ -257,14 +259,18 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
         # Days-long creep: the whole history climbs, each quarter above the last (a rhythm
         # goes back down at night; this does not).
         steady = shapes.climb(measure)
+        grew = _high_water_grew(w, series) if name == "context_high_water" else None
         if now > before * CREEP_OVER_USUAL and now - before > 1e-9:
             j.add(3, f"{label} rose past its usual range: {said}")
             if climb.verdict:
                 j.add(1, f"and climbed through the incident window: {climb.why}")
         elif steady.verdict:
             j.add(3, f"{label} climbed through the whole look-back: {steady.why}")
+        elif grew:
+            j.add(3, grew)
         else:
             j.evidence_against.append(f"{label} stayed in its usual range: {said}")
+    _preempted(f, j)
     if not f.has("requests_running"):
         j.missing.append("requests running")
     elif j.score:
@@ -277,6 +283,44 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
             )
         elif recent:
             j.add(1, "requests running stayed in their usual range: the same load, more cache")
+
+
+def _high_water_grew(w: Window, series: shapes.Series) -> str | None:
+    """The context high-water only rises (until a restart): a creep that began hours
+    before the failure shows as the mark now against where it stood HIGH_WATER_LOOK_S
+    earlier, even where it has levelled off at the context's limit."""
+    now = known(w.last(series, RECENT_S))
+    then = known([(t, v) for t, v in series if t <= w.end - HIGH_WATER_LOOK_S])
+    if not now or not then or then[-1] <= 0:
+        return None
+    if now[-1] >= CREEP_OVER_USUAL * then[-1]:
+        return (
+            f"the context high-water rose from {then[-1]:.0f} to {now[-1]:.0f} tokens in the "
+            f"{HIGH_WATER_LOOK_S / HOUR_S:.0f} h before the failure: longer conversations"
+        )
+    return None
+
+
+def _preempted(f: Facts, j: Judgement) -> None:
+    """vLLM and SGLang preempt a running request when the KV cache has no room for the
+    conversations: preemptions in the hour before, where the hours before had few, are
+    the cache running out (a cache already near full all day says nothing by its level)."""
+    if not _history(f, "preemptions"):
+        return
+    w = _window(f)
+    per_hour = _hourly(w.reference(f.series["preemptions"]), lambda vs: max(vs) - min(vs))
+    recent = known(w.last(f.series["preemptions"], RECENT_S))
+    if len(recent) < 2:
+        return
+    now = recent[-1] - recent[0]
+    usual = max(per_hour, default=0.0)
+    if now > 0 and now >= PREEMPT_OVER_USUAL * max(usual, 1.0):
+        points = 1 if j.score else 3
+        j.add(
+            points,
+            f"{now:.0f} requests were preempted for want of KV cache in the hour before, "
+            f"against at most {usual:.0f} in any hour earlier",
+        )
 
 
 @rule("concurrency-overload")

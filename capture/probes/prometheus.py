@@ -64,8 +64,9 @@ NODE_QUERIES = (
 
 
 # What the seed does not ask and an incident needs: every target's `up` (which service went
-# down and when, whatever its job is called), the token counter (progress), vLLM's cache
-# metric before its rename, and macOS node-exporter's memory (it has no MemAvailable).
+# down and when, whatever its job is called), the token counter (progress), preemptions
+# (the KV cache out of room), vLLM's cache metric before its rename, and macOS
+# node-exporter's memory (it has no MemAvailable).
 HISTORY_QUERIES = (
     ("targets_up", "up"),
     (
@@ -74,6 +75,7 @@ HISTORY_QUERIES = (
         " or llamacpp:tokens_predicted_total",
     ),
     ("kv_cache_usage_legacy", "vllm:gpu_cache_usage_perc"),
+    ("preemptions", "vllm:num_preemptions_total or sglang:num_retracted_requests_total"),
     ("host_memory_free_darwin", "node_memory_free_bytes"),
     ("host_memory_inactive_darwin", "node_memory_inactive_bytes"),
     ("host_memory_total_darwin", "node_memory_total_bytes"),
