@@ -61,7 +61,8 @@ CREEP_OVER_USUAL = 1.25  # cache per request 25% above the highest hourly level 
 LOAD_OVER_USUAL = 1.25  # requests running this far above the busiest hour is more load
 MODEL_SHARE = 0.05  # a second model is at least 5% of the pool (a 0.7 GiB step on a 24 GiB
 MODEL_MIN_BYTES = 1 * GIB  # card is a buffer, not a model) and at least 1 GiB
-BIG_MODEL_SHARE = 0.10  # a step of a tenth of the pool that stays to a failure is a model
+BIG_MODEL_SHARE = 0.10  # a step of a tenth of the pool that stays to a failure, on a box
+#                         whose manager loads models on demand, is a model
 SWAP_LOOKS_H = (8, 2)  # hours read for a step: a second model loaded in the last hours
 COINCIDE_S = 1200.0  # a step within 20 min of a server coming up came with it
 LEAK_SHARE = 0.05  # a card's floor rising 5% to a failure and never coming back
@@ -750,7 +751,7 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
                     for p in holders
                 )
                 j.add(2, f"the accelerator holds memory for {len(holders)} models: {held}")
-        elif w.failure and size >= BIG_MODEL_SHARE * pool:
+        elif w.failure and size >= BIG_MODEL_SHARE * pool and _loaded(f) is not None:
             j.add(
                 3,
                 f"{label} stepped up {_gib(size)} ({size / pool:.0%} of {_gib(pool)}, the size of "
@@ -863,18 +864,21 @@ def _culprit(f: Facts, kill: str) -> str | None:
     if named and not is_engine(named[0]) and (named[1] or 0) >= CULPRIT_SHARE * total:
         return f"the victim, {named[0]}, held {_gib(named[1])}: not the engine"
     # The victim's own size bounds it: a process smaller than the engine that was killed
-    # is background, and the engine is what grew.
+    # is background, and the engine is what grew. Processes of one name count together
+    # (a build's compilers grow as a swarm, each one small).
     least = max(CULPRIT_SHARE * total, (named[1] or 0) if named else 0)
-    big = [
-        p for p in f.processes if (p["rss_bytes"] or 0) >= least and not is_engine(p["name"] or "")
-    ]
-    if big:
-        p = max(big, key=lambda p: p["rss_bytes"])
-        return (
-            f"pid {p['pid']} ({p['name']}) holds {_gib(p['rss_bytes'])}, more than the engine "
-            "that was killed: not an engine"
-        )
-    return None
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for p in f.processes:
+        if not is_engine(p["name"] or ""):
+            groups.setdefault(p["name"] or "?", []).append(p)
+    held = {name: sum(p["rss_bytes"] or 0 for p in ps) for name, ps in groups.items()}
+    name, most = max(held.items(), key=lambda kv: kv[1], default=(None, 0))
+    if name is None or most < least:
+        return None
+    count = len(groups[name])
+    first = groups[name][0]["pid"]
+    who = f"{count} {name} processes hold" if count > 1 else f"pid {first} ({name}) holds"
+    return f"{who} {_gib(most)}, more than the engine that was killed: not an engine"
 
 
 def _services(f: Facts) -> bool:
@@ -1094,6 +1098,13 @@ def idle_squatter(f: Facts) -> Judgement:
         best = max(found.points, default=0)
         j.score = best
         j.evidence_for = found.evidence_for
+        fresh = [target for t, target in _servers_started(f) if t >= _window(f).start]
+        if fresh:
+            j.score -= 2
+            j.evidence_against.append(
+                f"{fresh[0]} came up in the hours before the failure: the idle model is one "
+                "that was not unloaded for it (a swap), more than an idle one"
+            )
     return j
 
 
