@@ -43,6 +43,7 @@ ENGINE_PROCESS = re.compile(
     r"llama|vllm|sglang|ollama|comfy|webui|text-generation|koboldcpp|tabby|lmdeploy|exllama",
     re.I,
 )
+GATEWAY_JOBS = re.compile(r"gateway|swap|litellm|proxy|router", re.I)
 CLUSTER_S = 1800  # signs of one outage follow each other within minutes (an alert's `for`)
 STALE_S = 3600  # a fall this long before a failure trigger is an outage of its own
 RECENT_KILL_S = 3600  # an OOM kill older than this belongs to an earlier night
@@ -112,6 +113,13 @@ def victim(text: str) -> tuple[str, int | None] | None:
     return m.group(2), int(m.group(3)) * 1024 if m.group(3) else None
 
 
+def on_demand(series: list[tuple[float, float | None]]) -> bool:
+    """A target that came and went: down when the history began, or fallen twice or more."""
+    known = [v for _, v in series if v is not None]
+    falls = sum(a == 1 and b == 0 for a, b in zip(known, known[1:], strict=False))
+    return bool(known) and (known[0] == 0 or falls >= 2)
+
+
 def rose(series: list[tuple[float, float | None]]) -> float | None:
     """When a target that is up at the end came up: the first reading of its final run of
     ones, if a zero came before it. None when it was up throughout or ends down."""
@@ -143,14 +151,21 @@ def locate(f: "Facts") -> Failure | None:
         trigger = Sign(fired, "trigger", f"the {b['trigger_kind']} trigger {name}{detail}")
         signs.append(trigger)
     risen = [rose(series) for target, series in f.targets.items() if is_service(target)]
+    served = any(
+        f.target_query.get(target) == "gateway_up" or GATEWAY_JOBS.search(target.split("/")[0])
+        for target, series in f.targets.items()
+        if [v for _, v in series if v is not None][-1:] == [1]
+    )
     for target, series in f.targets.items():
         down = fell(series)
         # A model manager hands over: one model's server stops as another's starts. That
-        # is a swap, not an outage.
+        # is a swap, not an outage. Behind a gateway still up, a server that has come and
+        # gone all day is loaded on demand and unloaded when idle (a ttl).
         handed = down is not None and any(
             t is not None and abs(t - down) <= CLUSTER_S for t in risen
         )
-        if down is not None and is_service(target) and not handed:
+        lifecycle = served and on_demand(series)
+        if down is not None and is_service(target) and not handed and not lifecycle:
             signs.append(Sign(down, "target", f"{target} went down (Prometheus up 1 -> 0)"))
     for c in f.checks:
         if not c["ok"]:

@@ -55,6 +55,7 @@ QUEUE_SHARE = 0.3  # requests waited through a third of the hour before the fail
 #                    queue drains between bursts of callers) ...
 QUEUE_OVER_USUAL = 0.2  # ... and that much more of it than in the busiest hour before,
 QUEUE_DEEPER = 2.0  # ... or twice as deep
+KV_ROOM = 0.5  # a cache never past half full in the hour before had room: no creep
 HIGH_WATER_LOOK_S = 6 * 3600.0  # a creep starts one to six hours before the failure
 PREEMPT_OVER_USUAL = 3.0  # three times the worst hour's preemptions: the cache ran out
 CREEP_OVER_USUAL = 1.25  # cache per request 25% above the highest hourly level earlier
@@ -249,6 +250,14 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
         )
         recent = known(w.last(measure, RECENT_S))
         usual = _hourly(w.reference(measure), _median)
+        level = known(w.last(series, RECENT_S))
+        fullest = shapes.quantile(level, 0.9) if level else None
+        if name == "kv_cache" and fullest is not None and fullest < KV_ROOM:
+            j.evidence_against.append(
+                f"the KV cache was at most {fullest:.0%} full in the hour before (90th "
+                "percentile): room to spare"
+            )
+            continue
         if len(recent) < 3 or not usual:
             j.missing.append(f"readings of {words} in the hour before and earlier in the day")
             continue
@@ -434,7 +443,13 @@ def _queue_in_window(f: Facts, j: Judgement) -> None:
         "before it"
     )
     deeper = depth >= QUEUE_DEEPER * max(usual_depth, 1.0)
-    if share >= QUEUE_SHARE and (share >= usual + QUEUE_OVER_USUAL or deeper):
+    always = not known(before)
+    if share >= QUEUE_SHARE and always and not w.failure:
+        j.evidence_against.append(
+            f"requests waited all through the look-back and nothing failed: {said}; this "
+            "machine's normal, not a change"
+        )
+    elif share >= QUEUE_SHARE and (share >= usual + QUEUE_OVER_USUAL or deeper):
         peak = max(known(recent))
         j.add(3, f"requests waited for a slot through the incident: {said} (up to {peak:.0f})")
     elif share >= QUEUE_SHARE:
