@@ -1,7 +1,8 @@
 """A bundle builder for the faults this machine cannot stage (no GPU, no engines, no
 model weights): each method adds one source in the collector's exact record format, and
 `write` seals the bundle with true checksums. The tests validate every built bundle
-against schemas/, so the builder cannot drift from the collector.
+against schemas/, so the builder cannot drift from the collector. `make eval` renders
+its generated scenarios with it too (lab/eval/harness.py).
 
     b = Builder("spark-1", at)
     b.memory([(t, used_bytes), ...])           # memory.json + memory.samples.jsonl
@@ -16,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from synth import GIB, KB, iso, stamp
 
-from capture.probes.prometheus import NODE_QUERIES, SEED_QUERIES
+from capture.clock import iso, stamp
+from capture.probes.prometheus import QUERIES
 
+GIB = 1024**3
+KB = 1024
 Series = list[tuple[float, float]]
-EXPRS = dict(SEED_QUERIES + NODE_QUERIES)
+EXPRS = dict(QUERIES)
 
 
 def _name_label(expr: str) -> dict[str, str]:
@@ -37,10 +40,12 @@ class Builder:
         total: int = 128 * GIB,
         boot_id: str = "boot-1",
         uptime_s: float = 86400.0,
-        trigger: tuple[str, str | None] = ("manual", None),
+        trigger: tuple[str, str | None] | tuple[str, str | None, str | None] = ("manual", None),
+        window_s: float = 30.0,
     ):
+        """trigger: (kind, name) or (kind, name, detail); window_s 0 is a cron baseline."""
         self.hostname, self.at, self.total, self.boot_id = host, at, total, boot_id
-        self.uptime_s, self.trigger = uptime_s, trigger
+        self.uptime_s, self.trigger, self.window_s = uptime_s, trigger, window_s
         self.files: dict[str, bytes] = {}
         self.probes: dict[str, dict[str, Any]] = {}
 
@@ -66,8 +71,18 @@ class Builder:
         self.probes[probe] = {"status": "absent", "reason": reason, "duration_ms": 0.5, "files": []}
         return self
 
-    def memory(self, used: Series, swap_used: int = 0, swap_total: int = 16 * GIB) -> "Builder":
-        def meminfo(u: float) -> dict[str, int]:
+    def memory(
+        self,
+        used: Series,
+        swap_used: int = 0,
+        swap_total: int = 16 * GIB,
+        swaps: list[int] | None = None,
+    ) -> "Builder":
+        """swaps: swap used at each reading of `used`, where it moved (else swap_used)."""
+        swaps = swaps or [swap_used] * len(used)
+        swap_used = swaps[0]
+
+        def meminfo(u: float, swapped: int = swap_used) -> dict[str, int]:
             available = int(self.total - u)
             return {
                 "MemTotal": self.total // KB,
@@ -78,7 +93,7 @@ class Builder:
                 "SReclaimable": 1024,
                 "Shmem": 1024,
                 "SwapTotal": swap_total // KB,
-                "SwapFree": (swap_total - swap_used) // KB,
+                "SwapFree": (swap_total - swapped) // KB,
             }
 
         first = meminfo(used[0][1])
@@ -97,7 +112,10 @@ class Builder:
         self._put(
             "memory",
             {"meminfo_kb": first, "swaps": [], "free": free},
-            [{"t": iso(t), "meminfo_kb": meminfo(u)} for t, u in used[1:]],
+            [
+                {"t": iso(t), "meminfo_kb": meminfo(u, s)}
+                for (t, u), s in zip(used[1:], swaps[1:], strict=True)
+            ],
         )
         return self
 
@@ -164,8 +182,11 @@ class Builder:
         )
         return self
 
-    def kernel(self, lines: list[str], ago_s: float = 30.0) -> "Builder":
-        """Kernel lines logged ago_s seconds before the capture."""
+    def kernel(
+        self, lines: list[str], ago_s: float = 30.0, times: list[float] | None = None
+    ) -> "Builder":
+        """Kernel lines logged ago_s seconds before the capture, or each at its unix time."""
+        agos = [self.at - t for t in times] if times else [ago_s] * len(lines)
         self._put(
             "kernel",
             {
@@ -174,14 +195,14 @@ class Builder:
                 "lines": [
                     {
                         "seq": 100 + i,
-                        "time": iso(self.at - ago_s),
-                        "uptime_s": self.uptime_s - ago_s,
+                        "time": iso(self.at - ago),
+                        "uptime_s": self.uptime_s - ago,
                         "level": 3,
                         "facility": 0,
                         "matched": True,
                         "text": text,
                     }
-                    for i, text in enumerate(lines)
+                    for i, (text, ago) in enumerate(zip(lines, agos, strict=True))
                 ],
             },
         )
@@ -319,6 +340,22 @@ class Builder:
         )
         return self
 
+    def history(self, queries: list[dict[str, Any]], start: float, step_s: int) -> "Builder":
+        """The prometheus probe's record from query entries already in its format (name,
+        expr, status, reason, series), as a Prometheus answered them."""
+        self._put(
+            "prometheus",
+            {
+                "url": "http://127.0.0.1:9090",
+                "version": "2.42.0",
+                "start": iso(start),
+                "end": iso(self.at),
+                "step_s": step_s,
+                "queries": queries,
+            },
+        )
+        return self
+
     def checks(self, checks: list[dict[str, Any]]) -> "Builder":
         self._put(
             "health",
@@ -338,7 +375,7 @@ class Builder:
         return self
 
     def write(self, archive: Path) -> Path:
-        kind, name = self.trigger
+        kind, name, detail = (*self.trigger, None)[:3]
         bundle = archive / "bundles" / self.hostname / f"{stamp(self.at)}_{kind}"
         bundle.mkdir(parents=True)
         files = []
@@ -362,12 +399,12 @@ class Builder:
                 "kernel": "6.8.0",
                 "uptime_s": self.uptime_s,
             },
-            "trigger": {"kind": kind, "name": name, "detail": None, "fired_at": iso(self.at)},
+            "trigger": {"kind": kind, "name": name, "detail": detail, "fired_at": iso(self.at)},
             "collector": {"version": "0.1.0", "pid": 1234},
             "config_source": None,
             "started_at": iso(self.at),
-            "finished_at": iso(self.at + 30),
-            "window_s": 30.0,
+            "finished_at": iso(self.at + self.window_s),
+            "window_s": self.window_s,
             "complete": True,
             "partial_reason": None,
             "probes": self.probes,
@@ -384,8 +421,11 @@ def engine(
     metrics: dict[str, float] | None = None,
     readings: dict[str, dict[str, Any]] | None = None,
     status: str = "ok",
+    reason: str = "no answer within 1 s",
+    url: str = "http://127.0.0.1:1",
 ) -> dict[str, Any]:
-    """One engine record: /metrics readings from `metrics`, other endpoints from `readings`."""
+    """One engine record: /metrics readings from `metrics`, other endpoints from `readings`;
+    `reason` is why it did not answer, where status is not ok."""
     endpoints: dict[str, Any] = {}
     if metrics is not None:
         endpoints["/metrics"] = {
@@ -407,12 +447,11 @@ def engine(
             "elapsed_ms": 2.0,
             "readings": reading,
         }
-    reason = None if status == "ok" else "no answer within 1 s"
     return {
         "name": name,
         "kind": kind,
-        "url": "http://127.0.0.1:1",
+        "url": url,
         "status": status,
-        "reason": reason,
+        "reason": None if status == "ok" else reason,
         "endpoints": endpoints,
     }

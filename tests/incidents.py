@@ -1,7 +1,7 @@
 """A generated archive of incidents: several of each kind over two months, on two hosts,
 with healthy baseline snapshots between them, for compare, runbook, changelog and report.
 
-Every bundle comes from tests/builder.py (the collector's record formats, checked against
+Every bundle comes from lab/builder.py (the collector's record formats, checked against
 schemas/ by the tests that use it). Each incident carries a day of Prometheus history in
 the shape of its fault (the recipes of tests/test_classify.py), a llama-server answering
 with its build, and the processes an operator would see, so its fingerprint (fault,
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from builder import Builder, engine
+from lab.builder import Builder, engine
 
 GIB = 1024**3
 TOTAL = 128 * GIB

@@ -1,71 +1,12 @@
-"""A real Prometheus (Debian's package) for the tests: history backfilled with promtool,
-served on a free loopback port, stopped by the test that started it."""
-
-import shutil
-import subprocess
-import time
-import urllib.request
-from pathlib import Path
+"""A real Prometheus for the tests (lab/promserver.py), skipped where it is not installed."""
 
 from conftest import need
-from fakes import closed_port
+
+from lab.promserver import Prometheus, missing
+
+__all__ = ["Prometheus", "require"]
 
 
 def require() -> None:
-    need(
-        shutil.which("prometheus") is not None and shutil.which("promtool") is not None,
-        "Debian's prometheus package (prometheus, promtool) is not installed",
-    )
-
-
-class Prometheus:
-    def __init__(self, work: Path, history: str):
-        data = work / "data"
-        (work / "history.om").write_text(history)
-        subprocess.run(
-            [
-                "promtool",
-                "tsdb",
-                "create-blocks-from",
-                "openmetrics",
-                str(work / "history.om"),
-                str(data),
-            ],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-        (work / "prometheus.yml").write_text(
-            "global:\n  scrape_interval: 15s\nscrape_configs: []\n"
-        )
-        port = closed_port()
-        self.url = f"http://127.0.0.1:{port}"
-        self.log_path = work / "prometheus.log"
-        self.log = self.log_path.open("w")
-        self.proc = subprocess.Popen(
-            [
-                "prometheus",
-                f"--config.file={work / 'prometheus.yml'}",
-                f"--storage.tsdb.path={data}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--storage.tsdb.retention.time=30d",
-            ],
-            stdout=self.log,
-            stderr=self.log,
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as answer:
-                    if answer.status == 200:
-                        return
-            except OSError:
-                pass
-            assert self.proc.poll() is None, self.log_path.read_text()[-2000:]
-            assert time.monotonic() < deadline, "Prometheus did not become ready"
-            time.sleep(0.3)
-
-    def close(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
-        self.log.close()
+    reason = missing()
+    need(reason is None, reason or "")

@@ -18,16 +18,8 @@ from typing import Any
 
 import orjson
 
-GIB = 1024**3
-KB = 1024
-
-
-def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-def stamp(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y%m%dT%H%M%SZ")
+from capture.clock import iso, stamp
+from lab.builder import GIB, KB
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Every fault of the catalog named from its evidence, and not from its look-alike.
 
-Bundles come from tests/builder.py (the faults this machine cannot stage), validated
+Bundles come from lab/builder.py (the faults this machine cannot stage), validated
 against schemas/ before they are classified, so what is classified is what the
 collector would have written.
 """
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from builder import Builder, engine
 from conftest import bundle_errors, run_evidence, write_config
 
 from analyze.classify import catalog, classify
 from analyze.ingest import connect, ingest
+from lab.builder import Builder, engine
 
 GIB = 1024**3
 AT = datetime(2026, 11, 10, 3, tzinfo=UTC).timestamp()  # the small hours

@@ -225,7 +225,7 @@ def test_the_changelog_entry_carries_the_generated_rule(lab, con):
 
 
 def test_the_collector_is_never_the_key_offender(tmp_path):
-    from builder import Builder
+    from lab.builder import Builder
 
     b = Builder("quiet-1", TONIGHT).host().kernel([]).logs([])
     b.memory([(TONIGHT + i, 2 * 2**30) for i in range(30)])

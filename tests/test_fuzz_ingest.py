@@ -46,13 +46,13 @@ from typing import Any
 import duckdb
 import orjson
 import pytest
-from builder import Builder, engine
 from conftest import bundle_errors, errors
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 from synth import GIB, Host, write_bundle
 
 from analyze.ingest import DATABASE, QUARANTINE, ingest
+from lab.builder import Builder, engine
 from schemas import schema_path
 
 settings.register_profile(

@@ -1,6 +1,6 @@
 """The guard rail names only metrics the machine publishes, and the file is a rule file.
 
-Bundles come from tests/builder.py; their Prometheus history is written here with the
+Bundles come from lab/builder.py; their Prometheus history is written here with the
 probe's real expressions and the `__name__` labels Prometheus returns (a bare selector
 keeps it, arithmetic drops it), so what is inferred is what a real bundle would carry.
 Every generated file goes through Debian's promtool.
@@ -17,7 +17,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-from builder import Builder, engine
 from conftest import bundle_errors, need
 from synth import iso
 
@@ -25,6 +24,7 @@ from analyze.guardrail import catalog, guardrail
 from analyze.ingest import connect, ingest
 from analyze.published import published
 from capture.probes.prometheus import NODE_QUERIES, SEED_QUERIES
+from lab.builder import Builder, engine
 from reports.render import quote, rules_file
 from schemas import SCHEMA_DIR
 

@@ -11,40 +11,20 @@ cannot say "no fault" at all.
 import math
 import random
 import re
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import orjson
 import pytest
 from conftest import need, run_evidence, write_config
 from promserver import Prometheus, require
 
-SEEDS = Path(__file__).resolve().parent.parent.parent / "shared" / "seeds"
+from lab.eval import promql
+from lab.eval.peer import SEED_NAMES, seed_answer, seed_script
+from lab.eval.world import RawSeries
+
 GIB = 1024**3
 STEP = 120  # a day at a 2 min scrape
 HOURS = 24
-SEED_NAMES = {
-    "Context creep": "context-creep",
-    "Concurrency beyond": "concurrency-overload",
-    "Fragmentation or a leak": "leak-ratchet",
-    "A model swap": "swap-not-unloaded",
-    "The machine ran out": "host-exhaustion",
-    "Confirmed by the log": "accelerator-oom",
-}
-
-
-def seed_script(tmp: Path) -> Path:
-    """diagnose-oom.py as printed in the seed document (extracted, never copied in)."""
-    found = list(SEEDS.glob("*.txt")) if SEEDS.is_dir() else []
-    text = next((p.read_text() for p in found if "diagnose-oom.py" in p.read_text()), None)
-    need(text is not None, f"the seed document with diagnose-oom.py is not at {SEEDS}")
-    start = text.index('#!/usr/bin/env python3\n"""Read the night back')
-    end = text.index('if __name__ == "__main__":\n    main()\n', start)
-    path = tmp / "diagnose-oom.py"
-    path.write_text(text[start:end] + 'if __name__ == "__main__":\n    main()\n')
-    return path
 
 
 def _bursts(i: int) -> float:
@@ -98,44 +78,20 @@ def scenario(name: str, n: int, rng: random.Random) -> dict[str, list[tuple[str,
 
 
 def openmetrics(series: dict[str, list[float]], end: int) -> str:
+    """The scenario's series, one sample per STEP up to end, as promtool reads them."""
     n = len(next(iter(series.values())))
     stamps = [end - (n - i) * STEP for i in range(n)]
-    families: dict[str, list[str]] = {}
+    raw = []
     for key, values in series.items():
-        family = key.split("{")[0]
-        families.setdefault(family, []).extend(
-            f"{key} {v} {t}" for t, v in zip(stamps, values, strict=True)
+        name, _, labels = key.partition("{")
+        raw.append(
+            RawSeries(
+                name,
+                dict(re.findall(r'(\w+)="([^"]*)"', labels)),
+                list(zip(stamps, values, strict=True)),
+            )
         )
-    lines = []
-    for family, samples in families.items():
-        lines.append(f"# TYPE {family} gauge")
-        lines.extend(sorted(samples, key=lambda s: (s.split(" ")[0], int(s.split(" ")[-1]))))
-    return "\n".join(lines + ["# EOF"]) + "\n"
-
-
-def seed_answer(script: Path, url: str, tmp: Path) -> tuple[str, int]:
-    out = tmp / "seed-report.md"
-    subprocess.run(
-        [
-            sys.executable,
-            str(script),
-            "--prometheus",
-            url,
-            "--since",
-            "24h",
-            "--step",
-            "5m",
-            "--output",
-            str(out),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    text = out.read_text().split("## Where to look first", 1)[1]
-    title, score = re.search(r"### (.+)\n\nEvidence for it: (\w+)", text).groups()
-    fault = next((v for k, v in SEED_NAMES.items() if title.startswith(k)), title)
-    return fault, 0 if score == "none" else int(score)
+    return promql.openmetrics(raw)
 
 
 EXPECTED = {
@@ -153,7 +109,10 @@ EXPECTED = {
 def comparison(tmp_path_factory):
     require()
     work = tmp_path_factory.mktemp("peer")
-    script = seed_script(work)
+    try:
+        script = seed_script(work)
+    except FileNotFoundError as missing:
+        need(False, str(missing))
     end = int(time.time()) - 60
     n = HOURS * 3600 // STEP
     rows = {}

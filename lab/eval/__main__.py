@@ -1,0 +1,124 @@
+"""make eval: the classifier (and the seed's diagnose-oom.py) on generated histories.
+
+python -m lab.eval [--seed N] [--count N] [--real N] [--no-peer] [--json FILE] [--misses]
+
+Exit status 0 when the bars hold (at least 95 % right, no healthy box called a fault, no
+failed one called no-fault), 1 when they do not.
+"""
+
+import argparse
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import orjson
+
+from lab.eval import harness
+from lab.eval.generate import suite
+from lab.eval.peer import seed_script
+from lab.eval.world import TRUTHS, Scenario
+from lab.promserver import missing
+
+
+def _handful(scenarios: list[Scenario], n: int) -> list[Scenario]:
+    """n scenarios with Prometheus history, taking the truths in turn."""
+    by_truth = {t: [s for s in scenarios if s.truth == t and s.prometheus] for t in TRUTHS}
+    picked: list[Scenario] = []
+    while len(picked) < n and any(by_truth.values()):
+        for pool in by_truth.values():
+            if pool and len(picked) < n:
+                picked.append(pool.pop(0))
+    return picked
+
+
+def _real_table(real: list[harness.Row], fake: dict[str, harness.Row]) -> str:
+    lines = [
+        "the same histories through a real Prometheus and the real `evidence capture`",
+        f"{'scenario':<38} {'truth':<22} {'ours real':<22} {'ours fake':<22} seed real / fake",
+    ]
+    for r in real:
+        f = fake[r.id]
+        lines.append(
+            f"{r.id:<38} {r.truth:<22} {r.ours:<22} {f.ours:<22} "
+            f"{r.peer} ({r.peer_score}) / {f.peer} ({f.peer_score})"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m lab.eval", description=__doc__.split("\n")[0])
+    parser.add_argument("--seed", type=int, help="the suite's seed (default: from the clock)")
+    parser.add_argument("--count", type=int, default=300, help="scenarios (default 300)")
+    parser.add_argument(
+        "--real",
+        type=int,
+        help="scenarios also run through a real Prometheus (default 4 where installed)",
+    )
+    parser.add_argument("--no-peer", action="store_true", help="do not run the seed's script")
+    parser.add_argument("--jobs", type=int, default=2, help="seed scripts at once (default 2)")
+    parser.add_argument("--json", type=Path, help="write every row here as JSON")
+    parser.add_argument("--misses", action="store_true", help="list our misses")
+    parser.add_argument("--keep", type=Path, help="keep the archive and scratch under DIR")
+    args = parser.parse_args()
+    seed = args.seed if args.seed is not None else int(time.time()) % 1_000_000
+    print(f"seed {seed}: repeat with python -m lab.eval --seed {seed} --count {args.count}")
+    progress = (
+        (lambda text: print(f"eval: {text}", file=sys.stderr)) if sys.stderr.isatty() else None
+    )
+    why_not_real = missing()
+    count_real = args.real if args.real is not None else (0 if why_not_real else 4)
+
+    with tempfile.TemporaryDirectory(prefix="evidence-eval-") as scratch:
+        work = args.keep or Path(scratch)
+        peer = not args.no_peer
+        if peer:
+            try:
+                seed_script(Path(scratch))
+            except FileNotFoundError as absent:
+                print(f"the seed's diagnose-oom.py is not run: {absent}")
+                peer = False
+        if progress:
+            progress(f"generating {args.count} scenarios")
+        scenarios = suite(seed, args.count, harness.SUITE_END)
+        timing: dict[str, float] = {}
+        rows = harness.evaluate(
+            scenarios,
+            work / "suite",
+            peer=peer,
+            jobs=args.jobs,
+            progress=progress,
+            timing=timing,
+        )
+        print(harness.report(rows, misses=args.misses))
+        if progress:
+            progress(", ".join(f"{k} {v:.1f}" for k, v in timing.items()))
+        real: list[harness.Row] = []
+        if count_real:
+            result = harness.real(_handful(scenarios, count_real), work / "real", progress)
+            if isinstance(result, str):
+                print(f"\nthe real-Prometheus sample is skipped: {result}")
+            else:
+                real = result
+                print("\n" + _real_table(real, {r.id: r for r in rows}))
+        elif why_not_real and args.real is None:
+            print(f"\nthe real-Prometheus sample is skipped: {why_not_real}")
+    if args.json:
+        args.json.write_bytes(
+            orjson.dumps(
+                {
+                    "seed": seed,
+                    "count": args.count,
+                    "timing_s": timing,
+                    "rows": [asdict(r) for r in rows],
+                    "real": [asdict(r) for r in real],
+                },
+                option=orjson.OPT_INDENT_2,
+            )
+        )
+    return 0 if harness.figures(rows).holds else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
