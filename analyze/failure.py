@@ -47,7 +47,9 @@ GATEWAY_JOBS = re.compile(r"gateway|swap|litellm|proxy|router", re.I)
 CLUSTER_S = 1800  # signs of one outage follow each other within minutes (an alert's `for`)
 STALE_S = 3600  # a fall this long before a failure trigger is an outage of its own
 RECENT_KILL_S = 3600  # an OOM kill older than this belongs to an earlier night
-_VICTIM = re.compile(r"Killed process (\d+) \(([^)]*)\)(?:.*?anon-rss:(\d+)kB)?")
+_VICTIM = re.compile(
+    r"Killed process (\d+) \(([^)]*)\)(?:.*?anon-rss:(\d+)kB)?(?:.*?file-rss:(\d+)kB)?"
+)
 
 
 @dataclass(frozen=True)
@@ -106,11 +108,13 @@ def is_engine(name: str) -> bool:
 
 
 def victim(text: str) -> tuple[str, int | None] | None:
-    """The name and anonymous resident bytes of the process an OOM kill line names."""
+    """The name and resident bytes (anonymous and file-backed: a model's mapped weights
+    are file pages) of the process an OOM kill line names."""
     m = _VICTIM.search(text)
     if not m:
         return None
-    return m.group(2), int(m.group(3)) * 1024 if m.group(3) else None
+    sizes = [int(g) * 1024 for g in m.group(3, 4) if g]
+    return m.group(2), sum(sizes) if sizes else None
 
 
 def on_demand(series: list[tuple[float, float | None]]) -> bool:

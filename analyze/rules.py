@@ -557,6 +557,13 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
         levels = [v for _, v in floors]
         share = LEAK_SHARE if name == "accelerator_used" else LEAK_SHARE_HOST
         share *= 1 if w.failure else LEAK_UNFAILED
+        limit = _engine_limit(f)
+        if limit and name == "memory_used":
+            # Killed by its own memory limit: the pool it ran out of is the limit, whose
+            # size the kill line gives (the victim's resident memory), not the machine.
+            pool, share = limit, LEAK_SHARE
+        elif w.failure and w.failure.dated_by.source == "kill":
+            share = LEAK_SHARE  # the machine ran out and took the engine: the end agrees
         onset = _rising_floors(levels, share * pool if pool else math.inf)
         said = f"from {_gib(levels[0])} to {_gib(levels[-1])} over {len(levels)} stretches"
         if onset is not None:
@@ -602,6 +609,16 @@ def _rising_floors(levels: list[float], least: float) -> int | None:
         halfway = next(i for i, v in enumerate(run) if v >= run[0] + rise / 2)
         if rises >= LEAK_MIN_RISES * (len(run) - 1) and min(run[halfway:]) > run[0] + rise / 4:
             return k
+    return None
+
+
+def _engine_limit(f: Facts) -> float | None:
+    """The size of the engine when its own memory limit killed it, within the hour."""
+    for ago, text in reversed(f.oom_kills):
+        if (ago is None or ago <= RECENT_KILL_S) and "Memory cgroup out of memory" in text:
+            named = victim(text)
+            if named and is_engine(named[0]) and named[1]:
+                return float(named[1])
     return None
 
 
@@ -834,7 +851,7 @@ def host_exhaustion(f: Facts) -> Judgement:
             )
         else:
             j.add(4, f"the OOM killer ran{when}: {text[:200]}")
-        culprit = _culprit(f, text)
+        culprit = _culprit(f, text) if _ran_low(f) else None
         if culprit:
             j.add(2, culprit)
         elif engine_kill(text):
@@ -867,6 +884,17 @@ def host_exhaustion(f: Facts) -> Judgement:
     elif not available:
         j.missing.append("available memory")
     return j
+
+
+def _ran_low(f: Facts) -> bool:
+    """Available memory fell under LOW_AVAILABLE_SAMPLED of the machine before the failure,
+    or was not measured: only then is another process's size what the machine ran out for."""
+    available = _values(f, "available")
+    if not available or not f.memory_total:
+        return True
+    w = _window(f)
+    before = known([(t, v) for t, v in f.series["available"] if t <= w.end + HOUR_S / 6])
+    return min(before or available) < LOW_AVAILABLE_SAMPLED * f.memory_total
 
 
 def _culprit(f: Facts, kill: str) -> str | None:
