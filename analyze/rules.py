@@ -17,7 +17,7 @@ import orjson
 
 from analyze import shapes
 from analyze.facts import Facts
-from analyze.failure import engine_kill, is_engine, is_service, victim
+from analyze.failure import engine_kill, fell, is_engine, is_service, victim
 from analyze.window import RECENT_S, Window, known, share_above
 
 GIB = 1024**3
@@ -64,7 +64,7 @@ MODEL_SHARE = 0.05  # a second model is at least 5% of the pool (a 0.7 GiB step 
 MODEL_MIN_BYTES = 1 * GIB  # card is a buffer, not a model) and at least 1 GiB
 BIG_MODEL_SHARE = 0.10  # a step of a tenth of the pool that stays to a failure, on a box
 #                         whose manager loads models on demand, is a model
-SWAP_LOOKS_H = (8, 2)  # hours read for a step: a second model loaded in the last hours
+SWAP_LOOKS_H = (24, 8, 2)  # hours read for a step: a second model loaded in the last hours
 COINCIDE_S = 1200.0  # a step within 20 min of a server coming up came with it
 LEAK_SHARE = 0.05  # a card's floor rising 5% to a failure and never coming back
 LEAK_SHARE_HOST = 0.08  # a host's floor drifts a few per cent a day (caches it cannot drop,
@@ -766,8 +766,14 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
                 f"{_gib(pool)}: {step.why}"
             )
             continue
+        # A server that came up while none went down: a model added, not one swapped for
+        # another (a hand-over replaces the memory, it does not step it up).
+        fell_at = [t for t in (fell(series) for series in f.targets.values()) if t is not None]
         with_server = [
-            (t, target) for t, target in came_up if abs(t - (step.t_change or 0)) <= COINCIDE_S
+            (t, target)
+            for t, target in came_up
+            if abs(t - (step.t_change or 0)) <= COINCIDE_S
+            and not any(abs(t - down) <= COINCIDE_S for down in fell_at)
         ]
         if with_server:
             t, target = with_server[0]
@@ -789,8 +795,11 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
                 f"{label} stepped up {_gib(size)} ({size / pool:.0%} of {_gib(pool)}, the size of "
                 f"a model) and stayed until {w.failure.what}: {step.why}",
             )
-        else:
+        elif _loaded(f) is not None:
             j.add(2, f"{label} stepped up {_gib(size)} and stayed: {step.why}")
+        else:
+            # No manager loads models here and no server came up: a shape, not a model.
+            j.add(1, f"{label} stepped up {_gib(size)} and stayed: {step.why}")
         return
 
 
@@ -951,13 +960,20 @@ def _exhaustion_in_window(f: Facts, j: Judgement, machine_kill: bool) -> None:
     said = f"available memory fell to {_gib(low)} of {_gib(total)} ({share:.0%})"
     if usual:
         said += f", against at least {_gib(min(usual))} earlier in the day"
-    if share < LOW_AVAILABLE:
+    if share < LOW_AVAILABLE and (killed or j.score):
         j.add(2, f"{said} before the failure")
+    elif share < LOW_AVAILABLE:
+        # Nothing was killed and no allocation failed: the machine was short, and what it
+        # did about it (stall, swap) is the story; running out is the kill.
+        j.add(1, f"{said}, and nothing was killed")
     elif share < LOW_AVAILABLE_SAMPLED and killed:
         j.add(2, f"{said} beside a kill (a scrape can miss the lowest point)")
     else:
         j.evidence_against.append(f"available memory stayed comfortable: lowest {_gib(low)}")
         return
+    collapse = shapes.collapse(w.upto(series) if w.cut else series)
+    if collapse.verdict:
+        j.add(1, f"available memory collapsed at the end: {collapse.why}")
     count = _kills_in_history(f)
     if count and not machine_kill:
         j.add(2, f"the kernel's OOM-kill counter rose by {count:.0f} in the incident window")

@@ -79,7 +79,7 @@ def test_the_bundle_holds_hours_of_history_from_a_real_prometheus(prometheus, tm
         'queue_peak = "max_over_time(vllm:num_requests_waiting[1h])"\n',
     )
     assert summary["probes"]["prometheus"]["status"] == "ok"
-    assert record["step_s"] == step_for(8 * 3600) == 96
+    assert record["step_s"] == step_for(8 * 3600) == 40
     assert record["version"].startswith("2.")
     queries = {q["name"]: q for q in record["queries"]}
     available = queries["host_memory_available"]
@@ -87,7 +87,7 @@ def test_the_bundle_holds_hours_of_history_from_a_real_prometheus(prometheus, tm
     (series,) = available["series"]
     assert series["metric"]["instance"] == "box:9100"
     values = [float(v) for _, v in series["values"]]
-    assert len(values) > 150  # about six hours at a 96 s step
+    assert len(values) > 360  # about six hours at a 40 s step
     assert values[0] > values[-1] + 50 * GIB  # it fell: memory read backwards from the end
     waiting = queries["requests_waiting"]["series"][0]
     assert waiting["metric"]["model_name"] == "Qwen/Qwen3-8B"
