@@ -55,6 +55,7 @@ QUEUE_SHARE = 0.3  # requests waited through a third of the hour before the fail
 #                    queue drains between bursts of callers) ...
 QUEUE_OVER_USUAL = 0.2  # ... and that much more of it than in the busiest hour before,
 QUEUE_DEEPER = 2.0  # ... or twice as deep
+QUEUE_SHARE_UNFAILED = 0.5  # with nothing failed: half the hour, twice the margins
 KV_ROOM = 0.5  # a cache never past half full in the hour before had room: no creep
 HIGH_WATER_LOOK_S = 6 * 3600.0  # a creep starts one to six hours before the failure
 PREEMPT_OVER_USUAL = 3.0  # three times the worst hour's preemptions: the cache ran out
@@ -271,13 +272,14 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
         steady = shapes.climb(measure)
         grew = _high_water_grew(w, series) if name == "context_high_water" else None
         if now > before * CREEP_OVER_USUAL and now - before > 1e-9:
-            j.add(3, f"{label} rose past its usual range: {said}")
+            j.add(_unless_healthy(w, name), f"{label} rose past its usual range: {said}")
             if climb.verdict:
                 j.add(1, f"and climbed through the incident window: {climb.why}")
         elif steady.verdict:
-            j.add(3, f"{label} climbed through the whole look-back: {steady.why}")
+            climbed = f"{label} climbed through the whole look-back: {steady.why}"
+            j.add(_unless_healthy(w, name), climbed)
         elif grew:
-            j.add(3, grew)
+            j.add(_unless_healthy(w, name), grew)
         else:
             j.evidence_against.append(f"{label} stayed in its usual range: {said}")
     _preempted(f, j)
@@ -293,6 +295,12 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
             )
         elif recent:
             j.add(1, "requests running stayed in their usual range: the same load, more cache")
+
+
+def _unless_healthy(w: Window, name: str) -> int:
+    """The high-water only rises, and a day after a restart it climbs by nature: without a
+    failure its rise is a note, with one it is the creep that led there."""
+    return 3 if w.failure or name != "context_high_water" else 1
 
 
 def _high_water_grew(w: Window, series: shapes.Series) -> str | None:
@@ -442,14 +450,18 @@ def _queue_in_window(f: Facts, j: Judgement) -> None:
         f"about {lasted:.0f} h, against {usual:.0%} ({usual_depth:.1f}) in the busiest hour "
         "before it"
     )
-    deeper = depth >= QUEUE_DEEPER * max(usual_depth, 1.0)
+    # With nothing failed only an unmistakable queue is worth naming: most of the hour,
+    # and far past the busiest hour before (a nightly batch queues every night).
+    need = QUEUE_SHARE if w.failure else QUEUE_SHARE_UNFAILED
+    over = QUEUE_OVER_USUAL if w.failure else 2 * QUEUE_OVER_USUAL
+    deeper = depth >= (1 if w.failure else 2) * QUEUE_DEEPER * max(usual_depth, 1.0)
     always = not known(before)
-    if share >= QUEUE_SHARE and always and not w.failure:
+    if share >= need and always and not w.failure:
         j.evidence_against.append(
             f"requests waited all through the look-back and nothing failed: {said}; this "
             "machine's normal, not a change"
         )
-    elif share >= QUEUE_SHARE and (share >= usual + QUEUE_OVER_USUAL or deeper):
+    elif share >= need and (share >= usual + over or deeper):
         peak = max(known(recent))
         j.add(3, f"requests waited for a slot through the incident: {said} (up to {peak:.0f})")
     elif share >= QUEUE_SHARE:
@@ -775,14 +787,17 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
             if abs(t - (step.t_change or 0)) <= COINCIDE_S
             and not any(abs(t - down) <= COINCIDE_S for down in fell_at)
         ]
-        if with_server:
+        holders = [p for p in f.gpu_processes if (p["used_bytes"] or 0) >= SQUAT_GPU_BYTES]
+        if with_server and not w.failure and len(holders) < 2 and (f.engine_targets_up or 0) < 2:
+            t, target = with_server[0]
+            j.add(1, f"{label} stepped up {_gib(size)} as {target} came up: a model loaded")
+        elif with_server:
             t, target = with_server[0]
             j.add(
                 3,
                 f"{label} stepped up {_gib(size)} {_at(f, step.t_change or t)} as {target} "
                 f"came up, and stayed: {step.why}",
             )
-            holders = [p for p in f.gpu_processes if (p["used_bytes"] or 0) >= SQUAT_GPU_BYTES]
             if len(holders) >= 2:
                 held = ", ".join(
                     f"pid {p['pid']} {_who(f, p).get('name') or '?'} {_gib(p['used_bytes'])}"
