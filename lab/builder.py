@@ -327,18 +327,7 @@ class Builder:
             for name in absent
         ]
         start = min((p[0][0] for p in queries.values() if p), default=self.at - 86400)
-        self._put(
-            "prometheus",
-            {
-                "url": "http://127.0.0.1:9090",
-                "version": "2.42.0",
-                "start": iso(start),
-                "end": iso(self.at),
-                "step_s": 300,
-                "queries": entries,
-            },
-        )
-        return self
+        return self.history(entries, start, 300)
 
     def history(self, queries: list[dict[str, Any]], start: float, step_s: int) -> "Builder":
         """The prometheus probe's record from query entries already in its format (name,

@@ -294,17 +294,19 @@ def evaluate(
         start = time.monotonic()
         answers = peers.result() if peers else {}
         clock["peer_wait_s"] = time.monotonic() - start
-    rows = []
-    for s in scenarios:
-        verdict, score, top = ours[s.id]
-        theirs = answers.get(s.id, (None, None))
-        rows.append(
-            Row(
-                s.id, s.truth, s.strength, s.deployment, s.engine, verdict, score,
-                theirs[0], theirs[1], s.story, top,
-            )
-        )  # fmt: skip
-    return rows
+    return [_row(s, ours[s.id], answers.get(s.id, (None, None))) for s in scenarios]
+
+
+def _row(
+    s: Scenario,
+    ours: tuple[str, float, list[tuple[str, float]]],
+    theirs: tuple[str | None, float | None],
+) -> Row:
+    verdict, score, top = ours
+    return Row(
+        s.id, s.truth, s.strength, s.deployment, s.engine, verdict, score,
+        theirs[0], theirs[1], s.story, top,
+    )  # fmt: skip
 
 
 def real(
@@ -351,13 +353,7 @@ def real(
             theirs = seed.verdict(script, server.url, place)
         finally:
             server.close()
-        verdict, score, top = _ours(result)
-        rows.append(
-            Row(
-                s.id, s.truth, s.strength, s.deployment, s.engine, verdict, score,
-                theirs[0], theirs[1], s.story, top,
-            )
-        )  # fmt: skip
+        rows.append(_row(s, _ours(result), theirs))
     return rows
 
 
