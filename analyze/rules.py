@@ -66,6 +66,7 @@ MODEL_MIN_BYTES = 1 * GIB  # card is a buffer, not a model) and at least 1 GiB
 BIG_MODEL_SHARE = 0.10  # a step of a tenth of the pool that stays to a failure, on a box
 #                         whose manager loads models on demand, is a model
 SWAP_LOOKS_H = (24, 8, 2)  # hours read for a step: a second model loaded in the last hours
+LOAD_TAKES_S = 7200.0  # a model loads (and its cache fills) within the hour; a leak takes hours
 COINCIDE_S = 1200.0  # a step within 20 min of a server coming up came with it
 LEAK_SHARE = 0.05  # a card's floor rising 5% to a failure and never coming back
 LEAK_SHARE_HOST = 0.08  # a host's floor drifts a few per cent a day (caches it cannot drop,
@@ -778,6 +779,15 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
                 f"{_gib(pool)}: {step.why}"
             )
             continue
+        took = _rise_time(series, step)
+        if took > LOAD_TAKES_S:
+            # A model loads within the hour; a level reached over hours is a climb (a leak, a
+            # growing cache) that a split into two levels only approximates.
+            j.evidence_against.append(
+                f"the {label} rose {_gib(size)} over {took / HOUR_S:.1f} h: a climb, not a "
+                "model loaded at once"
+            )
+            continue
         # A server that came up while none went down: a model added, not one swapped for
         # another (a hand-over replaces the memory, it does not step it up).
         fell_at = [t for t in (fell(series) for series in f.targets.values()) if t is not None]
@@ -816,6 +826,18 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
             # No manager loads models here and no server came up: a shape, not a model.
             j.add(1, f"{label} stepped up {_gib(size)} and stayed: {step.why}")
         return
+
+
+def _rise_time(series: shapes.Series, step: shapes.Step) -> float:
+    """Seconds the series took to go from a tenth of the step above the old level to a
+    tenth below the new one, around the step's time."""
+    before, size, at = step.before or 0.0, step.size or 0.0, step.t_change or 0.0
+    pts = [(t, v) for t, v in series if v is not None]
+    low = [t for t, v in pts if t <= at and v <= before + 0.1 * size]
+    high = [t for t, v in pts if t >= at and v >= before + 0.9 * size]
+    if not low or not high:
+        return 0.0
+    return max(0.0, high[0] - low[-1])
 
 
 def _servers_started(f: Facts) -> list[tuple[float, str]]:
@@ -879,9 +901,6 @@ def host_exhaustion(f: Facts) -> Judgement:
         if culprit:
             j.add(2, culprit)
         elif engine_kill(text):
-            # The engine was killed and nothing else was large: it ran the machine out
-            # itself, and how it grew (a leak, a second model, the cache) is the cause.
-            j.ending = True
             j.evidence_against.append(
                 "the victim was the engine and no other process held much: the engine's own "
                 "growth ran the machine out"
@@ -892,6 +911,9 @@ def host_exhaustion(f: Facts) -> Judgement:
               f"fault's: {text[:160]}")  # fmt: skip
     if f.lines.get("host-alloc-fail"):
         j.add(2, f"an allocation failed: {_last(f, 'host-alloc-fail')}")
+    # Without another process seen growing, the machine running out is how the engine's
+    # own growth ended (a leak, a second model, the cache): the cause is that growth.
+    j.ending = not any("not an engine" in e or "not the engine" in e for e in j.evidence_for)
     if _history(f, "available"):
         _exhaustion_in_window(f, j, machine_kill=bool(kills) and j.score >= 4)
         return j
