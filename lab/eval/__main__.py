@@ -62,6 +62,8 @@ def main() -> int:
     parser.add_argument("--misses", action="store_true", help="list our misses")
     parser.add_argument("--keep", type=Path, help="keep the archive and scratch under DIR")
     args = parser.parse_args()
+    if args.count < 1:
+        parser.error("--count must be at least 1")
     seed = args.seed if args.seed is not None else int(time.time()) % 1_000_000
     print(f"seed {seed}: repeat with python -m lab.eval --seed {seed} --count {args.count}")
     progress = (
