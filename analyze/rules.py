@@ -814,6 +814,10 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
                     for p in holders
                 )
                 j.add(2, f"the accelerator holds memory for {len(holders)} models: {held}")
+        elif w.failure and (step.t_change or 0) < w.start:
+            # Loaded hours before the failure and served since: not what this failure
+            # came from.
+            j.add(1, f"{label} stepped up {_gib(size)} {_at(f, step.t_change or 0)}: {step.why}")
         elif w.failure and size >= BIG_MODEL_SHARE * pool and _loaded(f) is not None:
             j.add(
                 3,
