@@ -90,16 +90,21 @@ def is_service(target: str) -> bool:
     return not INSTRUMENT_JOBS.search(target.split("/", 1)[0])
 
 
+def _final_run(known: list[tuple[float, float]], value: float) -> int:
+    """Where the run of `value` that ends the readings begins (len(known) if none does)."""
+    i = len(known)
+    while i > 0 and known[i - 1][1] == value:
+        i -= 1
+    return i
+
+
 def fell(series: list[tuple[float, float | None]]) -> float | None:
     """When a target that had been up went down for good: the first reading of its final
     run of zeros. None when it ends up, never was up, or nothing is known."""
     known = [(t, v) for t, v in series if v is not None]
     if not known or known[-1][1] != 0 or not any(v == 1 for _, v in known):
         return None
-    i = len(known)
-    while i > 0 and known[i - 1][1] == 0:
-        i -= 1
-    return known[i][0]
+    return known[_final_run(known, 0)][0]
 
 
 def is_engine(name: str) -> bool:
@@ -124,16 +129,21 @@ def on_demand(series: list[tuple[float, float | None]]) -> bool:
     return bool(known) and (known[0] == 0 or falls >= 2)
 
 
-def rose(series: list[tuple[float, float | None]]) -> float | None:
+def up_since(series: list[tuple[float, float | None]]) -> float | None:
     """When a target that is up at the end came up: the first reading of its final run of
-    ones, if a zero came before it. None when it was up throughout or ends down."""
+    ones (the first reading of all when it was up throughout). None when it ends down."""
     known = [(t, v) for t, v in series if v is not None]
     if not known or known[-1][1] != 1:
         return None
-    i = len(known)
-    while i > 0 and known[i - 1][1] == 1:
-        i -= 1
-    return known[i][0] if i > 0 else None
+    return known[_final_run(known, 1)][0]
+
+
+def rose(series: list[tuple[float, float | None]]) -> float | None:
+    """When a target that is up at the end came up after being down; None when it was up
+    throughout or ends down."""
+    since = up_since(series)
+    first = next((t for t, v in series if v is not None), None)
+    return since if since is not None and since != first else None
 
 
 def engine_kill(text: str) -> str | None:

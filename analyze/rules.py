@@ -17,7 +17,16 @@ import orjson
 
 from analyze import shapes
 from analyze.facts import Facts
-from analyze.failure import engine_kill, fell, is_engine, is_service, victim
+from analyze.failure import (
+    RECENT_KILL_S,
+    engine_kill,
+    fell,
+    is_engine,
+    is_service,
+    rose,
+    up_since,
+    victim,
+)
 from analyze.window import RECENT_S, Window, known, share_above
 
 GIB = 1024**3
@@ -45,7 +54,6 @@ COMPILERS = (
 BUILD_SHARE = 0.30  # compilers holding this share of memory are load, not background
 PSI_SOME_HIGH = 10.0  # % of time some task stalled on memory (avg10)
 PSI_FULL_HIGH = 5.0
-RECENT_KILL_S = 3600  # an OOM kill this long before the capture can be the fault's own
 # Reading the incident window against the rest of the day (analyze/window.py).
 HOUR_S = 3600.0
 SLOW_ANSWER_S = 60.0  # a minute per answer is a queue for a chat engine, not generation
@@ -625,10 +633,16 @@ def _rising_floors(levels: list[float], least: float) -> int | None:
     return None
 
 
+def _recent_kills(f: Facts) -> list[tuple[float | None, str]]:
+    """The OOM kills of the last hour (undated ones too): a kill long before the capture
+    belongs to an earlier night."""
+    return [(ago, text) for ago, text in f.oom_kills if ago is None or ago <= RECENT_KILL_S]
+
+
 def _engine_limit(f: Facts) -> float | None:
     """The size of the engine when its own memory limit killed it, within the hour."""
-    for ago, text in reversed(f.oom_kills):
-        if (ago is None or ago <= RECENT_KILL_S) and "Memory cgroup out of memory" in text:
+    for _, text in reversed(_recent_kills(f)):
+        if "Memory cgroup out of memory" in text:
             named = victim(text)
             if named and is_engine(named[0]) and named[1]:
                 return float(named[1])
@@ -847,17 +861,14 @@ def _rise_time(series: shapes.Series, step: shapes.Step) -> float:
 def _servers_started(f: Facts) -> list[tuple[float, str]]:
     """Service targets that came up during the look-back (0 -> 1, or first seen up after
     the history began) and were still up at its end."""
+    first_seen = min((t for s in f.targets.values() for t, _ in s), default=0.0)
     started = []
     for target, series in f.targets.items():
-        pts = [(t, v) for t, v in series if v is not None]
-        if not is_service(target) or not pts or pts[-1][1] != 1:
+        since = up_since(series)
+        if not is_service(target) or since is None:
             continue
-        i = len(pts)
-        while i > 0 and pts[i - 1][1] == 1:
-            i -= 1
-        first_seen = min(t for s in f.targets.values() for t, _ in s)
-        if i > 0 or pts[0][0] - first_seen > HOUR_S:
-            started.append((pts[i][0], target))
+        if rose(series) is not None or since - first_seen > HOUR_S:
+            started.append((since, target))
     return started
 
 
@@ -866,8 +877,7 @@ def host_exhaustion(f: Facts) -> Judgement:
     j = Judgement()
     if not f.measured("kernel"):
         j.missing.append("the kernel log")
-    # A kill long before the capture belongs to an earlier night: context, not this fault.
-    kills = [(ago, text) for ago, text in f.oom_kills if ago is None or ago <= RECENT_KILL_S]
+    kills = _recent_kills(f)
     if kills:
         ago, text = kills[-1]
         when = "" if ago is None else f" {max(ago, 0) / 60:.0f} min before the capture"
@@ -1088,11 +1098,7 @@ def memory_pressure_stall(f: Facts) -> Judgement:
 def _ran_out(f: Facts, j: Judgement) -> None:
     """A stall that ended with the OOM killer taking a process on the whole machine is the
     prelude of exhaustion, not a fault of its own: work slowing while nothing goes down."""
-    machine = [
-        text
-        for ago, text in f.oom_kills
-        if (ago is None or ago <= RECENT_KILL_S) and "Memory cgroup out of memory" not in text
-    ]
+    machine = [t for _, t in _recent_kills(f) if "Memory cgroup out of memory" not in t]
     if machine or _kills_in_history(f):
         j.score -= 2
         j.evidence_against.append(
