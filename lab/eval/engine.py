@@ -12,7 +12,9 @@ reset whenever the process starts again.
 
 import heapq
 import math
+import operator
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lab.eval.profiles import Deployment, Grid
@@ -183,34 +185,35 @@ def gauges(grid: Grid, reqs: list[Request], s: Served, max_out: int) -> Gauges:
     )
 
 
-def counter(delta: list[float], alive: list[bool], serving: list[bool]) -> list[float]:
-    """A counter of one process: what it served, from 0 at each start of the process."""
+def _since_start(
+    values: list[float],
+    alive: list[bool],
+    serving: list[bool],
+    fold: Callable[[float, float], float],
+) -> list[float]:
+    """A reading one process keeps from its start: 0 at each (re)start of the process, then
+    each value folded in while it serves."""
     out = []
     c = 0.0
     was = False
-    for d, a, sv in zip(delta, alive, serving, strict=True):
+    for v, a, sv in zip(values, alive, serving, strict=True):
         if a and not was:
             c = 0.0
         if a and sv:
-            c += d
+            c = fold(c, v)
         was = a
         out.append(c)
     return out
 
 
+def counter(delta: list[float], alive: list[bool], serving: list[bool]) -> list[float]:
+    """A counter of one process: what it served, from 0 at each start of the process."""
+    return _since_start(delta, alive, serving, operator.add)
+
+
 def high_water(hw: list[float], alive: list[bool], serving: list[bool]) -> list[float]:
     """llama.cpp's n_tokens_max: the longest sequence this process has seen."""
-    out = []
-    m = 0.0
-    was = False
-    for h, a, sv in zip(hw, alive, serving, strict=True):
-        if a and not was:
-            m = 0.0
-        if a and sv and h > m:
-            m = h
-        was = a
-        out.append(m)
-    return out
+    return _since_start(hw, alive, serving, max)
 
 
 def loaded_spans(
