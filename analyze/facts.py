@@ -30,6 +30,7 @@ _PROMETHEUS = {
     "requests_running": ("requests_running",),
     "requests_waiting": ("requests_waiting",),
     "tokens_generated": ("tokens_generated",),
+    "tokens_prompt": ("tokens_prompt",),
     "preemptions": ("preemptions",),
     "available": ("host_memory_available",),
     "gateway_up": ("gateway_up",),
@@ -42,6 +43,10 @@ _PROMETHEUS = {
     "psi_some_seconds": ("host_psi_memory_some_seconds",),
     "psi_full_seconds": ("host_psi_memory_full_seconds",),
 }
+# Levels of one engine (a cache's share, a context high-water) do not add up across
+# engines: a second server starting would read as the first one's cache filling. The
+# machine's level is the fullest engine's; every other series is an amount, summed.
+LEVELS = ("kv_cache", "context_high_water")
 # Queries whose series are each one scrape target's `up`, kept apart per target: a sum would
 # hide which service went down.
 _TARGET_QUERIES = ("gateway_up", "engine_up", "targets_up")
@@ -249,10 +254,11 @@ def _prometheus(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) ->
                 facts.unmeasured.setdefault(f"prometheus:{queries[0]}", f"{status}: {reason}")
             continue
         query = answered[0]
+        combine = "max" if name in LEVELS else "sum"
         points = con.execute(
-            """SELECT t, sum(value) FROM prometheus_series
-                                WHERE bundle_id = ? AND query = ? AND t IS NOT NULL
-                                GROUP BY t ORDER BY t""",
+            f"""SELECT t, {combine}(value) FROM prometheus_series
+                WHERE bundle_id = ? AND query = ? AND t IS NOT NULL
+                GROUP BY t ORDER BY t""",
             [bundle_id, query],
         ).fetchall()
         _prefer(facts, name, [(_ts(t), v) for t, v in points], "prometheus")
@@ -353,9 +359,11 @@ def _darwin_available(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: s
 def _engine_series(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) -> None:
     for name, metrics in ENGINE_SERIES.items():
         # One reading per engine and instant (the freeze and a sample may share one), then
-        # summed over engines: the machine's load, not a double count.
+        # summed over engines (the machine's load, not a double count), or the fullest
+        # engine's level.
+        combine = "max" if name in LEVELS else "sum"
         points = con.execute(
-            """SELECT t, sum(v) FROM (
+            f"""SELECT t, {combine}(v) FROM (
                    SELECT t, labels['engine'] AS engine, max(value) AS v FROM samples
                    WHERE bundle_id = ? AND source = 'engine' AND list_contains(?, metric)
                    GROUP BY t, engine)

@@ -44,6 +44,8 @@ ENGINE_PROCESS = re.compile(
     re.I,
 )
 GATEWAY_JOBS = re.compile(r"gateway|swap|litellm|proxy|router", re.I)
+# Words of a failure that is slowness, not a crash: a check or an alert that gave up waiting.
+TIMED_OUT = re.compile(r"time[d ]?out|no answer within|deadline|queu|latency|slow", re.I)
 CLUSTER_S = 1800  # signs of one outage follow each other within minutes (an alert's `for`)
 STALE_S = 3600  # a fall this long before a failure trigger is an outage of its own
 RECENT_KILL_S = 3600  # an OOM kill older than this belongs to an earlier night
@@ -76,6 +78,12 @@ class Failure:
     def event(self) -> bool:
         """Dated by an event (a fall, a kill) rather than by a state found at the capture."""
         return self.dated_by.source in ("target", "kill")
+
+    @property
+    def timed_out(self) -> bool:
+        """Some sign says an answer did not come in time (the service was slow, whether or
+        not it also went down)."""
+        return any(TIMED_OUT.search(s.what) for s in self.signs)
 
     def said(self) -> str:
         """One line for an operator: what failed, and when."""

@@ -27,7 +27,7 @@ from analyze.failure import (
     up_since,
     victim,
 )
-from analyze.window import RECENT_S, Window, known, share_above
+from analyze.window import INCIDENT_S, RECENT_S, Window, known, share_above
 
 GIB = 1024**3
 SQUAT_GPU_BYTES = 1 * GIB  # an idle engine holding this much GPU memory is squatting
@@ -63,10 +63,12 @@ QUEUE_SHARE = 0.3  # requests waited through a third of the hour before the fail
 #                    queue drains between bursts of callers) ...
 QUEUE_OVER_USUAL = 0.2  # ... and that much more of it than in the busiest hour before,
 QUEUE_DEEPER = 2.0  # ... or twice as deep
+QUEUE_SHARE_TIMED_OUT = 0.15  # an answer that did not come in time behind this much queue
 QUEUE_SHARE_UNFAILED = 0.5  # with nothing failed: half the hour, twice the margins
 KV_ROOM = 0.5  # a cache never past half full in the hour before had room: no creep
 HIGH_WATER_LOOK_S = 6 * 3600.0  # a creep starts one to six hours before the failure
 PREEMPT_OVER_USUAL = 3.0  # three times the worst hour's preemptions: the cache ran out
+PROMPT_MIN_GENERATED = 200  # an hour that generated fewer tokens says nothing of lengths
 CREEP_OVER_USUAL = 1.25  # cache per request 25% above the highest hourly level earlier
 LOAD_OVER_USUAL = 1.25  # requests running this far above the busiest hour is more load
 MODEL_SHARE = 0.05  # a second model is at least 5% of the pool (a 0.7 GiB step on a 24 GiB
@@ -202,13 +204,14 @@ def _memory_series(f: Facts) -> tuple[str, str] | None:
 def context_creep(f: Facts) -> Judgement:
     j = Judgement()
     cache = [n for n in ("kv_cache", "context_high_water") if f.has(n)]
-    if not cache:
+    lengths = _history(f, "tokens_prompt") and _history(f, "tokens_generated")
+    if not cache and not lengths:
         j.missing.append(
-            "a KV-cache metric (vllm:kv_cache_usage_perc, sglang:token_usage) or "
-            "the context high-water (llamacpp:n_tokens_max)"
+            "a KV-cache metric (vllm:kv_cache_usage_perc, sglang:token_usage), the context "
+            "high-water (llamacpp:n_tokens_max) or the prompt and generated token counters"
         )
         return j
-    if any(_history(f, n) for n in cache):
+    if lengths or any(_history(f, n) for n in cache):
         _creep_in_window(f, j, [n for n in cache if _history(f, n)])
     else:
         _creep_in_bundle(f, j, cache)
@@ -291,6 +294,7 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
             j.add(_unless_healthy(w, name), grew)
         else:
             j.evidence_against.append(f"{label} stayed in its usual range: {said}")
+    _prompts_grew(f, j)
     _preempted(f, j)
     if not f.has("requests_running"):
         j.missing.append("requests running")
@@ -328,6 +332,49 @@ def _high_water_grew(w: Window, series: shapes.Series) -> str | None:
     return None
 
 
+def _hourly_increase(series: shapes.Series, end: float) -> dict[int, float]:
+    """A counter's increase in each hour counted back from `end` (0: the hour before it);
+    a reset (a restart) adds nothing for the interval it falls in."""
+    pts = [(t, v) for t, v in series if v is not None and t <= end]
+    out: dict[int, float] = {}
+    for (_, v1), (t2, v2) in zip(pts, pts[1:], strict=False):
+        if v2 >= v1:
+            hour = int((end - t2) // HOUR_S)
+            out[hour] = out.get(hour, 0.0) + v2 - v1
+    return out
+
+
+def _prompts_grew(f: Facts, j: Judgement) -> None:
+    """Prompt tokens per generated token, hour by hour: a conversation that grows resends a
+    longer history for answers of the same size, while more callers add prompts and
+    answers alike. The hour before the failure against every hour before the incident
+    window: a rise past the highest of them is longer context at the same load."""
+    if not (_history(f, "tokens_prompt") and _history(f, "tokens_generated")):
+        return
+    w = _window(f)
+    prompt = _hourly_increase(w.upto(f.series["tokens_prompt"]), w.end)
+    gen = _hourly_increase(w.upto(f.series["tokens_generated"]), w.end)
+    ratio = {h: prompt[h] / g for h, g in gen.items() if g >= PROMPT_MIN_GENERATED and h in prompt}
+    inside = int(INCIDENT_S // HOUR_S)
+    usual = [r for h, r in ratio.items() if h >= inside]
+    # The latest hour of the incident window that had traffic (a quiet last hour says
+    # nothing of lengths).
+    latest = next((h for h in range(inside) if h in ratio), None)
+    if latest is None or len(usual) < 3:
+        j.missing.append("hours of prompt and generated tokens before the incident and in it")
+        return
+    now, before = ratio[latest], max(usual)
+    said = (
+        f"{now:.1f} prompt tokens per generated token in the latest busy hour before the "
+        f"failure, against at most {before:.1f} in any hour before the incident window"
+    )
+    if now > CREEP_OVER_USUAL * before:
+        grew = f"the prompts grew longer for answers of the same size: {said}"
+        j.add(3 if w.failure else 1, grew)
+    else:
+        j.evidence_against.append(f"the prompts kept their usual length: {said}")
+
+
 def _preempted(f: Facts, j: Judgement) -> None:
     """vLLM and SGLang preempt a running request when the KV cache has no room for the
     conversations: preemptions in the hour before, where the hours before had few, are
@@ -342,7 +389,9 @@ def _preempted(f: Facts, j: Judgement) -> None:
     now = recent[-1] - recent[0]
     usual = max(per_hour, default=0.0)
     if now > 0 and now >= PREEMPT_OVER_USUAL * max(usual, 1.0):
-        points = 1 if j.score else 3
+        # Alone, and with something failed, the cache running out is the creep; on a day
+        # when nothing failed a few preemptions are a note.
+        points = 3 if w.failure and not j.score else 1
         j.add(
             points,
             f"{now:.0f} requests were preempted for want of KV cache in the hour before, "
@@ -473,6 +522,14 @@ def _queue_in_window(f: Facts, j: Judgement) -> None:
     elif share >= need and (share >= usual + over or deeper):
         peak = max(known(recent))
         j.add(3, f"requests waited for a slot through the incident: {said} (up to {peak:.0f})")
+    elif w.failure and w.failure.timed_out and share >= QUEUE_SHARE_TIMED_OUT and depth >= 1:
+        # The machine queues in its busy hours too, but this time an answer did not come
+        # in time behind the queue: the slots were the limit at the failure.
+        j.add(
+            3,
+            f"requests waited for a slot when {w.failure.what}: {said}; a busy hour here "
+            "queues too, this one timed out behind it",
+        )
     elif share >= QUEUE_SHARE:
         j.evidence_against.append(f"requests waited as much earlier in the day: {said}")
     elif share > 0:

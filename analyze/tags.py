@@ -29,7 +29,13 @@ TAGS: tuple[tuple[str, str], ...] = (
     ("nv-no-memory", r"NV_ERR_NO_MEMORY"),
     ("xid", r"NVRM: Xid"),
     ("gpu-lost", r"fallen off the bus|GPU is lost"),
-    ("kv-cache", r"KV cache|kv_cache|max seq len|No available memory for the cache blocks"),
+    # The KV cache out of room, not vLLM's periodic "GPU KV cache usage: x%" or its
+    # start-up "GPU KV cache size" (formats.md 9.4, 9.5; SGLang's retract line).
+    (
+        "kv-cache",
+        r"buffer for kv cache|max seq len|No available memory for the cache blocks"
+        r"|KV cache (?:pool )?is full|exceeds the available context size",
+    ),
     ("slot-unavailable", r"slot (?:is )?unavailable|no slot available|all slots are busy"),
     ("killed", r"\bKilled\b|exit(?:ed)? (?:with )?(?:code |status )?137"),
     ("hung-task", r"blocked for more than \d+ seconds|hung_task"),

@@ -64,7 +64,8 @@ NODE_QUERIES = (
 
 
 # What the seed does not ask and an incident needs: every target's `up` (which service went
-# down and when, whatever its job is called), the token counter (progress), preemptions
+# down and when, whatever its job is called), the token counters (progress, and prompt
+# against output: the conversations' length), preemptions
 # (the KV cache out of room), vLLM's cache metric before its rename, and macOS
 # node-exporter's memory (it has no MemAvailable).
 HISTORY_QUERIES = (
@@ -73,6 +74,14 @@ HISTORY_QUERIES = (
         "tokens_generated",
         "vllm:generation_tokens_total or sglang:generation_tokens_total"
         " or llamacpp:tokens_predicted_total",
+    ),
+    # Prompt tokens against generated ones: how long the conversations are, whatever the
+    # load. llama.cpp counts prompt tokens served from its cache apart since b1-0c1e570.
+    (
+        "tokens_prompt",
+        "(llamacpp:prompt_tokens_total + llamacpp:prompt_tokens_cached_total)"
+        " or llamacpp:prompt_tokens_total or vllm:prompt_tokens_total"
+        " or sglang:prompt_tokens_total",
     ),
     ("kv_cache_usage_legacy", "vllm:gpu_cache_usage_perc"),
     ("preemptions", "vllm:num_preemptions_total or sglang:num_retracted_requests_total"),
