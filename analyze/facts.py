@@ -14,6 +14,7 @@ from typing import Any
 
 import duckdb
 
+from analyze import statlines
 from analyze.failure import locate
 from analyze.window import Window
 
@@ -107,6 +108,8 @@ class Facts:
     jobs: list[dict[str, Any]] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
     lines: dict[str, list[str]] = field(default_factory=dict)  # tag -> kernel/log lines
+    # The engines' periodic stats lines as readings, in the log's order (analyze/statlines).
+    stats: list[statlines.Reading] = field(default_factory=list)
     previous: dict[str, Any] | None = None
     engine_load: dict[str, list[float]] = field(default_factory=dict)  # engine -> busy readings
     engine_targets_up: int | None = None  # Prometheus engine targets up at the end
@@ -187,10 +190,13 @@ def derive(con: duckdb.DuckDBPyConnection, bundle_id: str) -> Facts:
         "SELECT name, kind, ok, status, reason, answer FROM health_checks WHERE bundle_id = ?",
         [bundle_id],
     )
-    for table in ("kernel_events", "log_events"):
-        for row in _rows(con, f"SELECT text, tags FROM {table} WHERE bundle_id = ?", [bundle_id]):
+    for table, order in (("kernel_events", "seq"), ("log_events", "source, line_no")):
+        for row in _rows(
+            con, f"SELECT text, tags FROM {table} WHERE bundle_id = ? ORDER BY {order}", [bundle_id]
+        ):
             for tag in row["tags"]:
                 facts.lines.setdefault(tag, []).append(row["text"])
+    facts.stats = statlines.readings(facts.lines.get("engine-stats", []))
     facts.oom_kills = [
         (None if t is None else bundle["started_at"].timestamp() - t.timestamp(), text)
         for t, text in con.execute(

@@ -65,6 +65,8 @@ QUEUE_OVER_USUAL = 0.2  # ... and that much more of it than in the busiest hour 
 QUEUE_DEEPER = 2.0  # ... or twice as deep
 QUEUE_SHARE_TIMED_OUT = 0.15  # an answer that did not come in time behind this much queue
 QUEUE_SHARE_UNFAILED = 0.5  # with nothing failed: half the hour, twice the margins
+STATS_QUEUE_SHARE = 0.5  # an engine's stats lines: waiting in half of them is a queue ...
+STATS_UNFAILED = 6  # ... and, with nothing failed, only over a minute of them
 KV_ROOM = 0.5  # a cache never past half full in the hour before had room: no creep
 HIGH_WATER_LOOK_S = 6 * 3600.0  # a creep starts one to six hours before the failure
 PREEMPT_OVER_USUAL = 3.0  # three times the worst hour's preemptions: the cache ran out
@@ -205,6 +207,10 @@ def context_creep(f: Facts) -> Judgement:
     j = Judgement()
     cache = [n for n in ("kv_cache", "context_high_water") if f.has(n)]
     lengths = _history(f, "tokens_prompt") and _history(f, "tokens_generated")
+    if not cache and f.stats:
+        _creep_in_stats(f, j)
+        if j.score:
+            return j
     if not cache and not lengths:
         j.missing.append(
             "a KV-cache metric (vllm:kv_cache_usage_perc, sglang:token_usage), the context "
@@ -218,6 +224,25 @@ def context_creep(f: Facts) -> Judgement:
     if f.lines.get("kv-cache") and j.score:
         j.add(1, f"the log mentions the KV cache: {_last(f, 'kv-cache')}")
     return j
+
+
+def _creep_in_stats(f: Facts, j: Judgement) -> None:
+    """Where nothing scraped the cache, the engine's stats lines: the cache held per
+    running request, the last third of the lines against the first."""
+    per = [r.cache / r.running for r in f.stats if r.cache is not None and r.running]
+    if len(per) < STATS_UNFAILED:
+        return
+    third = len(per) // 3
+    first, last = _median(per[:third]), _median(per[-third:])
+    said = (
+        f"the engine's stats lines: the KV cache per running request went from {first:.0%} "
+        f"to {last:.0%} over its last {len(per)} lines"
+    )
+    fullest = max(r.cache or 0.0 for r in f.stats)
+    if last > CREEP_OVER_USUAL * first and fullest >= KV_ROOM:
+        j.add(3 if _window(f).failure else 1, said)
+    else:
+        j.evidence_against.append(said)
 
 
 def _creep_in_bundle(f: Facts, j: Judgement, cache: list[str]) -> None:
@@ -403,7 +428,7 @@ def _preempted(f: Facts, j: Judgement) -> None:
 def concurrency_overload(f: Facts) -> Judgement:
     j = Judgement()
     if not f.has("requests_waiting"):
-        queue = _queue_at_capture(f) or _slow_answers(f)
+        queue = _queue_at_capture(f) or _queue_in_stats(f) or _slow_answers(f)
         if queue:
             j.add(3, queue)
         else:
@@ -461,6 +486,22 @@ def _slow_answers(f: Facts) -> str | None:
     return (
         f"the log's last {len(took)} answers took {_median(took):.0f} s each (median) while "
         "a check timed out: requests waited their turn"
+    )
+
+
+def _queue_in_stats(f: Facts) -> str | None:
+    """Where nothing scraped the queue, the engine's own stats lines say it: requests
+    waiting in most of them with as many running as the engine ever ran at once."""
+    lines = f.stats
+    if not lines or (not _window(f).failure and len(lines) < STATS_UNFAILED):
+        return None
+    ceiling = max(r.running for r in lines)
+    full = [r for r in lines if r.waiting > 0 and r.running >= 0.9 * ceiling and r.running]
+    if len(full) < STATS_QUEUE_SHARE * len(lines):
+        return None
+    return (
+        f"the engine's stats lines: requests waited in {len(full)} of its last {len(lines)} "
+        f"(up to {max(r.waiting for r in full)}) with {ceiling} running, its most at once"
     )
 
 
@@ -1430,6 +1471,8 @@ def _queued_at_capture(f: Facts) -> str | None:
     waiting = known(w.last(f.series.get("requests_waiting", []), RECENT_S / 4))
     if waiting and max(waiting) > 0:
         return f"{max(waiting):.0f} requests waited in the minutes before"
+    if f.stats and f.stats[-1].waiting > 0:
+        return f"{f.stats[-1].waiting} requests waited in the engine's last stats line"
     return _slow_answers(f)
 
 

@@ -7,6 +7,8 @@ A line may earn several tags. Matching is case-insensitive.
 
 import re
 
+from analyze import statlines
+
 TAGS: tuple[tuple[str, str], ...] = (
     (
         "oom-killer",
@@ -38,7 +40,15 @@ TAGS: tuple[tuple[str, str], ...] = (
     ),
     ("slot-unavailable", r"slot (?:is )?unavailable|no slot available|all slots are busy"),
     ("killed", r"\bKilled\b|exit(?:ed)? (?:with )?(?:code |status )?137"),
+    # systemd's words when the kernel killed a process of a unit (the journal of the unit,
+    # often all an operator pastes): the kill, without the kernel's line.
+    (
+        "unit-oom",
+        r"has been killed by the OOM killer|Failed with result 'oom-kill'",
+    ),
     ("hung-task", r"blocked for more than \d+ seconds|hung_task"),
+    # An engine's periodic stats: its queue and cache, read by analyze/statlines.py.
+    ("engine-stats", statlines.PATTERN),
     # A request answered: llama-server's access and slot lines, Ollama's GIN line, the
     # uvicorn access line of vLLM and SGLang. Progress, seen in the log.
     (

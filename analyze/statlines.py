@@ -1,0 +1,58 @@
+"""The engines' own periodic stats lines, read as readings: the queue and the cache where
+nothing scraped them (no Prometheus, an engine's /metrics not configured).
+
+- vLLM logs every ten seconds while busy (formats.md 9.5 for the prefix; the same text in
+  the incidents operators paste): v1 `Running: 8 reqs, Waiting: 5 reqs, GPU KV cache
+  usage: 38.7%`, v0 `Running: 2 reqs, Swapped: 0 reqs, Pending: 20 reqs, GPU KV cache
+  usage: 98.7%`. A pasted line may be cut before the cache figure: the counts still read.
+- SGLang's decode batch line: `#running-req: 1, #token: 4439, token usage: 0.34, ...,
+  #queue-req: 0`.
+
+Invariants:
+- One reading per line, in the log's order; a figure the line does not hold is absent,
+  never 0. The cache share is a fraction (vLLM's percent divided by 100).
+- Pure: text in, readings out.
+"""
+
+import re
+from dataclasses import dataclass
+
+_LINES = (
+    re.compile(
+        r"Running: (?P<running>\d+) reqs,(?: Swapped: \d+ reqs,)? (?:Waiting|Pending): "
+        r"(?P<waiting>\d+) reqs(?:, GPU KV cache usage: (?P<percent>[\d.]+)%)?"
+    ),
+    re.compile(
+        r"#running-req: (?P<running>\d+),.*?token usage: (?P<share>[\d.]+),"
+        r".*?#queue-req: (?P<waiting>\d+)"
+    ),
+)
+# The tag that keeps these lines at ingest (analyze/tags.py): the same words.
+PATTERN = r"Running: \d+ reqs, (?:Swapped: \d+ reqs, )?(?:Waiting|Pending): \d+|#running-req: \d+"
+
+
+@dataclass(frozen=True)
+class Reading:
+    running: int
+    waiting: int
+    cache: float | None  # share of the KV cache in use, 0..1
+
+
+def readings(lines: list[str]) -> list[Reading]:
+    out = []
+    for line in lines:
+        for pattern in _LINES:
+            m = pattern.search(line)
+            if not m:
+                continue
+            found = m.groupdict()
+            cache = (
+                float(found["percent"]) / 100
+                if found.get("percent")
+                else float(found["share"])
+                if found.get("share")
+                else None
+            )
+            out.append(Reading(int(found["running"]), int(found["waiting"]), cache))
+            break
+    return out

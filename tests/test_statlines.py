@@ -1,0 +1,71 @@
+"""The engines' periodic stats lines as readings, where nothing scraped the queue or cache.
+
+The lines are the engines' own: vLLM v1 (formats.md 9.5 prefix), the v0 line an operator
+pasted in vllm-project/vllm#1492 (cut where the stored copy was cut), SGLang's decode line.
+"""
+
+from test_classify import base, scores, verdict
+
+from analyze.statlines import Reading, readings
+from analyze.tags import tags_of
+
+V1 = (
+    "(APIServer pid=4242) INFO 11-29 02:41:{s:02d} [loggers.py:127] Engine 000: Avg prompt "
+    "throughput: 812.4 tokens/s, Avg generation throughput: 61.0 tokens/s, Running: {r} reqs, "
+    "Waiting: {w} reqs, GPU KV cache usage: {kv}%, Prefix cache hit rate: 12.5%"
+)
+V0_CUT = (
+    "INFO 10-27 20:44:35 llm_engine.py:624] Avg prompt throughput: 642.0 tokens/s, Avg "
+    "generation throughput: 61.0 tokens/s, Running: 2 reqs, Swapped: 0 reqs, Pending: 20 reqs, "
+    "GPU KV cache u"
+)
+SGLANG = (
+    "[2026-11-29 05:55:30] Decode batch. #running-req: {r}, #token: 4439, token usage: {u}, "
+    "cuda graph: True, gen throughput (token/s): 13.50, #queue-req: {w}, "
+)
+
+
+def test_each_engine_line_reads_as_running_waiting_and_cache():
+    lines = [
+        V1.format(s=0, r=8, w=5, kv="38.7"),
+        V0_CUT,
+        SGLANG.format(r=1, u="0.34", w=0),
+        "INFO 11-29 02:41:00 [api_server.py:1] Started server process",
+    ]
+    assert readings(lines) == [
+        Reading(8, 5, 0.387),
+        Reading(2, 20, None),  # the cache figure was cut off: unknown, not 0
+        Reading(1, 0, 0.34),
+    ]
+    assert all("engine-stats" in tags_of(line) for line in lines[:3])
+    assert "engine-stats" not in tags_of(lines[3])
+
+
+def test_the_periodic_cache_line_is_not_a_cache_error():
+    assert "kv-cache" not in tags_of(V1.format(s=0, r=1, w=0, kv="99.0"))
+    assert "kv-cache" in tags_of("ValueError: No available memory for the cache blocks.")
+
+
+def test_a_queue_in_the_stats_lines_is_overload_when_a_check_timed_out(tmp_path):
+    """No Prometheus: the check timed out, and the engine's own lines show every slot
+    busy with requests waiting behind them."""
+    lines = [V1.format(s=i, r=8, w=4 + i, kv="38.0") for i in range(12)]
+    b = base(trigger=("healthcheck", "gateway", "no answer within 60 s")).logs(lines)
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "concurrency-overload", scores(result)
+    assert "stats lines" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_waiting_now_and_then_on_a_quiet_day_is_not_a_fault(tmp_path):
+    lines = [V1.format(s=i, r=2 + i % 3, w=1 if i == 5 else 0, kv="10.0") for i in range(12)]
+    result = verdict(tmp_path, base(trigger=("cron", "baseline")).logs(lines))
+    assert result["verdict"] == "no-fault", scores(result)
+
+
+def test_the_cache_per_request_rising_in_the_stats_lines_is_creep(tmp_path):
+    """SGLang holding one request whose context grows until the check times out."""
+    usage = [0.30, 0.32, 0.34, 0.40, 0.45, 0.52, 0.58, 0.63, 0.70]
+    lines = [SGLANG.format(r=1, u=u, w=0) for u in usage]
+    b = base(trigger=("healthcheck", "gateway", "no answer within 120 s")).logs(lines)
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "context-creep", scores(result)
