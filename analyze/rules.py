@@ -95,6 +95,7 @@ LIVE_OUTRANKS_S = 600  # a kill this long before a live hang is its context, not
 PROCESS_BUNDLE_GAP_S = 60.0  # readings of one bundle are seconds apart; bundles, minutes
 PROCESS_LEAK_BYTES = 0.5 * GIB  # a process that grew half a GiB ...
 PROCESS_LEAK_FACTOR = 2.0  # ... to twice its first floor, bundle after bundle
+CRITICAL_AVAILABLE = 0.03  # under 3% available, read once, the machine is out
 LOW_AVAILABLE = 0.05  # available memory under 5% of the total is exhaustion ...
 LOW_AVAILABLE_SAMPLED = 0.10  # ... and under 10% of it on a coarse scrape beside a kill
 SWAP_FILLED_BYTES = 1 * GIB  # swap taking a GiB more in the hours before: it did not fit
@@ -1017,12 +1018,19 @@ def host_exhaustion(f: Facts) -> Judgement:
                 "the victim was the engine and no other process held much: the engine's own "
                 "growth ran the machine out"
             )
+    elif f.lines.get("unit-oom"):
+        j.add(
+            3, f"systemd says the OOM killer killed a process of the unit: {_last(f, 'unit-oom')}"
+        )
     elif f.oom_kills:
         ago, text = f.oom_kills[-1]
         j.add(1, f"an OOM kill {ago / 3600:.1f} h before the capture, too early to be this "
               f"fault's: {text[:160]}")  # fmt: skip
     if f.lines.get("host-alloc-fail"):
         j.add(2, f"an allocation failed: {_last(f, 'host-alloc-fail')}")
+    pool = _pool_full(f)
+    if pool:
+        j.add(3, pool)
     # Without another process seen growing, the machine running out is how the engine's
     # own growth ended (a leak, a second model, the cache): the cause is that growth.
     j.ending = not any("not an engine" in e or "not the engine" in e for e in j.evidence_for)
@@ -1032,8 +1040,14 @@ def host_exhaustion(f: Facts) -> Judgement:
     available = _values(f, "available")
     if available and f.memory_total:
         low = min(available)
-        if low < 0.03 * f.memory_total:
-            j.add(2, f"available memory fell to {_gib(low)} of {_gib(f.memory_total)}")
+        if low < CRITICAL_AVAILABLE * f.memory_total:
+            # Read in this capture, a reading an operator calls alarming on its own: the
+            # machine is out, whatever else was or was not measured. An earlier bundle's
+            # (another boot, perhaps) is a note.
+            now = f.origin.get("available") == "bundle"
+            j.add(
+                3 if now else 2, f"available memory fell to {_gib(low)} of {_gib(f.memory_total)}"
+            )
         elif not kills:
             j.evidence_against.append(f"available memory never fell below {_gib(low)}")
         collapse = shapes.collapse(f.series["available"])
@@ -1042,6 +1056,19 @@ def host_exhaustion(f: Facts) -> Judgement:
     elif not available:
         j.missing.append("available memory")
     return j
+
+
+def _pool_full(f: Facts) -> str | None:
+    """On a unified machine (GB10, Strix Halo) the accelerator's pool is the host's memory:
+    MemAvailable can look healthy while the pool the device reports is nearly all used."""
+    for d in f.gpu_devices:
+        used, total = d["memory_used_bytes"], d["memory_total_bytes"]
+        if d["unified_memory"] and used and total and total - used < LOW_AVAILABLE * total:
+            return (
+                f"the shared memory pool of {d['name']} was {_gib(used)} of {_gib(total)} used: "
+                "on one pool for CPU and GPU that is the machine out of memory"
+            )
+    return None
 
 
 def _ran_low(f: Facts) -> bool:
@@ -1333,30 +1360,71 @@ def orphaned_gpu_holder(f: Facts) -> Judgement:
     if not f.gpu_devices:
         j.missing.append("per-process accelerator memory")
         return j
-    parents = {p["pid"]: p["ppid"] for p in f.processes}
-    answering = {e["kind"] for e in f.engines if e["status"] == "ok"}
+    table = {p["pid"]: p for p in f.processes}
     for p in f.gpu_processes:
-        if parents.get(p["pid"]) == 1 and (p["used_bytes"] or 0) >= SQUAT_GPU_BYTES:
-            kinds = [k for k in ENGINE_WORDS if _belongs(_who(f, p), k)]
-            if kinds and not set(kinds) & answering:
-                j.add(
-                    4,
-                    f"pid {p['pid']} ({p['name']}) holds {_gib(p['used_bytes'])} of "
-                    "accelerator memory, re-parented to init, and no engine of its kind "
-                    "answers",
-                )
+        used = p["used_bytes"]
+        if used is not None and used < SQUAT_GPU_BYTES:
+            continue
+        kinds = [k for k in ENGINE_WORDS if _belongs(_who(f, p), k)]
+        if not kinds:
+            continue
+        why = _orphaned(f, p, table, kinds)
+        if why:
+            held = "an amount NVML did not say" if used is None else _gib(used)
+            j.add(4, f"pid {p['pid']} ({p['name']}) holds {held} of accelerator memory, {why}")
     for d in f.gpu_devices:
-        listed = sum(
-            p["used_bytes"] or 0 for p in f.gpu_processes if p["device_index"] == d["device_index"]
-        )
+        listed = [p for p in f.gpu_processes if p["device_index"] == d["device_index"]]
         used = d["memory_used_bytes"]
-        if used is not None and not d["unified_memory"] and used - listed > 2 * GIB:
+        if used is None or d["unified_memory"] or not _list_known(f, d, listed):
+            continue
+        rest = used - sum(p["used_bytes"] for p in listed)
+        if rest > 2 * GIB:
             j.add(
-                2,
-                f"{_gib(used - listed)} of GPU {d['device_index']}'s memory is held by "
-                "no listed process",
+                2, f"{_gib(rest)} of GPU {d['device_index']}'s memory is held by no listed process"
             )
     return j
+
+
+def _orphaned(
+    f: Facts, holder: dict[str, Any], table: dict[int, dict[str, Any]], kinds: list[str]
+) -> str | None:
+    """Why a GPU holder of an engine is left behind, or None. Re-parented to init, with no
+    engine of its kind answering; or its parent gone from the table or not of its engine
+    (the shell or supervisor that launched it) while nothing listens on its engine's port:
+    a hung engine still accepts, an orphan's server is gone."""
+    mine = [e for e in f.engines if e["kind"] in kinds]
+    if any(e["status"] == "ok" for e in mine):
+        return None
+    row = table.get(holder["pid"])
+    ppid = row["ppid"] if row else None
+    if ppid == 1:
+        return "re-parented to init, and no engine of its kind answers"
+    parent = table.get(ppid) if ppid is not None else None
+    gone = [e for e in mine if e["status"] != "timeout"]
+    if row is None or not gone:
+        return None
+    if parent is None:
+        return f"its parent (pid {ppid}) is gone, and nothing listens on its engine's port"
+    if not any(_belongs(parent, k) for k in kinds):
+        return (
+            f"its parent is {parent['name']} (pid {ppid}), not its engine, and nothing "
+            "listens on its engine's port"
+        )
+    return None
+
+
+def _list_known(f: Facts, device: dict[str, Any], listed: list[dict[str, Any]]) -> bool:
+    """Whether the device's per-process list was read in full: NVML's, with every size
+    given. AMD's sysfs has no list, and NVML under WSL lists processes without sizes:
+    not measured, never "held by nobody"."""
+    unread = device.get("unavailable") or {}
+    if isinstance(unread, str):
+        unread = orjson.loads(unread)
+    return (
+        device["vendor"] == "nvidia"
+        and "processes" not in unread
+        and all(p["used_bytes"] is not None for p in listed)
+    )
 
 
 @rule("build-swarm")
