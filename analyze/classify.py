@@ -21,7 +21,13 @@ from schemas import SCHEMA_DIR
 
 MIN_SCORE = 3  # less than one distinguishing observation is not a verdict
 # The faults that are a cause with a shape before the failure; an ending confirms them.
-CAUSES = ("context-creep", "concurrency-overload", "leak-ratchet", "swap-not-unloaded")
+CAUSES = (
+    "context-creep",
+    "concurrency-overload",
+    "leak-ratchet",
+    "swap-not-unloaded",
+    "admission-overcommit",
+)
 ENDING_DISCOUNT = 3
 AMBIGUOUS_WITHIN = 1
 # What a verdict of no-fault needs measured; without them the answer is about the instruments.

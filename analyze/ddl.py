@@ -91,6 +91,11 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         "the engine's version, for the changelog's recording sheet",
         ["ALTER TABLE engines ADD COLUMN version VARCHAR"],
     ),
+    (
+        3,
+        "when a manager means to unload a model (Ollama's expires_at), as it wrote it",
+        ["ALTER TABLE engine_models ADD COLUMN expires_at VARCHAR"],
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

@@ -88,6 +88,12 @@ ENGINE_SERIES = {
         "sglang:generation_tokens_total",
         "llamacpp:tokens_predicted_total",
     ),
+    # Progress too: a long prompt being processed generates nothing for a while.
+    "tokens_prompt": (
+        "vllm:prompt_tokens_total",
+        "sglang:prompt_tokens_total",
+        "llamacpp:prompt_tokens_total",
+    ),
 }
 
 
@@ -180,7 +186,7 @@ def derive(con: duckdb.DuckDBPyConnection, bundle_id: str) -> Facts:
     )
     facts.models = _rows(
         con,
-        "SELECT engine, kind, model, state, size_bytes, size_vram_bytes, "
+        "SELECT engine, kind, model, state, size_bytes, size_vram_bytes, expires_at, "
         "source FROM engine_models WHERE bundle_id = ?",
         [bundle_id],
     )
@@ -385,6 +391,11 @@ def _pressure(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) -> N
         ("psi_full", "psi", "memory.full.avg10"),
         ("pswpout", "vmstat", "pswpout"),
         ("refaults", "vmstat", "workingset_refault_anon"),
+        # Reclaim beyond swap: a box without swap has no anonymous refaults at all, and
+        # still thrashes its page cache, compacts and migrates under pressure.
+        ("refaults_file", "vmstat", "workingset_refault_file"),
+        ("compact_stalls", "vmstat", "compact_stall"),
+        ("migrations", "vmstat", "pgmigrate_success"),
     ):
         points = con.execute(
             "SELECT t, value FROM samples WHERE bundle_id = ? AND source = ? "

@@ -359,6 +359,7 @@ def _models(engine: dict[str, Any]) -> Iterator[dict[str, Any]]:
                     "state": m.get("state", "loaded" if "size" in m else None),
                     "size_bytes": m.get("size"),
                     "size_vram_bytes": m.get("size_vram"),
+                    "expires_at": m.get("expires_at"),
                     "source": path,
                 }
 

@@ -11,6 +11,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -91,6 +92,8 @@ LEAK_MIN_RISES = 0.7  # most steps between successive floors go up
 TIGHT_SHARE = 0.05  # under this share available, an idle holder keeps others out (a
 #                     GB10 holding its one model runs at 10% available, and is fine)
 CULPRIT_SHARE = 0.15  # another process holding this share of the machine is what grew
+WEDGED_MIN_S = 15.0  # progress readings must span this long to show that nothing moved
+OVERDUE_S = 120  # a model listed this long after its unload time did not unload
 LIVE_OUTRANKS_S = 600  # a kill this long before a live hang is its context, not its cause
 PROCESS_BUNDLE_GAP_S = 60.0  # readings of one bundle are seconds apart; bundles, minutes
 PROCESS_LEAK_BYTES = 0.5 * GIB  # a process that grew half a GiB ...
@@ -100,6 +103,10 @@ LOW_AVAILABLE = 0.05  # available memory under 5% of the total is exhaustion ...
 LOW_AVAILABLE_SAMPLED = 0.10  # ... and under 10% of it on a coarse scrape beside a kill
 SWAP_FILLED_BYTES = 1 * GIB  # swap taking a GiB more in the hours before: it did not fit
 SWAPPING_PAGES_S = 10  # pages swapped out per second, through the hour: thrashing, not a blip
+# Reclaim counters that moved this much in the thirty seconds are pressure, not the trickle
+# every box has: a thousand pages faulted back is 4 MiB re-read, one compaction stall is a
+# task that waited for free memory.
+CHURN_MIN = {"refaults": 1000, "refaults_file": 1000, "compact_stalls": 1, "migrations": 1000}
 PSI_HISTORY_HIGH = 0.10  # stalled 10% of the time over the hour before (node-exporter)
 ENGINE_WORDS = {
     "llama-server": ("llama-server", "llama_server"),
@@ -830,8 +837,13 @@ def swap_not_unloaded(f: Facts) -> Judgement:
                 f"two sources disagree: {said}, the accelerator holds memory for "
                 f"{len(holders)} processes ({held})",
             )
+        elif not count and (held := _held_beside_nothing(f)):
+            j.add(3, f"two sources disagree: {said}, yet {held}")
         else:
             j.evidence_against.append(f"the model manager and the accelerator agree ({said})")
+    overdue = _overdue(f)
+    if overdue:
+        j.add(3, overdue)
     memory = _memory_series(f)
     if memory and _history(f, memory[0]):
         _step_with_a_server(f, j)
@@ -840,6 +852,49 @@ def swap_not_unloaded(f: Facts) -> Judgement:
         if step.verdict and (step.size or 0) > 0:
             j.add(2, f"{memory[1]} stepped up and stayed: {step.why}")
     return j
+
+
+def _held_beside_nothing(f: Facts) -> str | None:
+    """A manager says nothing is loaded while a card that lists no processes (AMD, WSL)
+    holds a model's worth. Where the list is read, the holders speak for themselves."""
+    for d in f.gpu_devices:
+        used, total = d["memory_used_bytes"], d["memory_total_bytes"]
+        if not used or not total or d["unified_memory"]:
+            continue
+        listed = [p for p in f.gpu_processes if p["device_index"] == d["device_index"]]
+        if _list_known(f, d, listed):
+            continue
+        if used >= max(MODEL_MIN_BYTES, MODEL_SHARE * total):
+            return f"{d['name']} holds {_gib(used)} of {_gib(total)}"
+    return None
+
+
+def _overdue(f: Facts) -> str | None:
+    """Ollama lists a model until its runner has stopped, with the time it was to be
+    unloaded: a model still listed well past it is an unload that did not happen (what
+    `ollama ps` shows as 'Stopping...')."""
+    captured = f.bundle["started_at"].timestamp()
+    for m in f.models:
+        when = _instant(m.get("expires_at"))
+        if when is not None and captured - when > OVERDUE_S:
+            size = f" ({_gib(m['size_bytes'])})" if m["size_bytes"] else ""
+            return (
+                f"{m['engine']} still lists {m['model']}{size} "
+                f"{(captured - when) / 60:.0f} min after it was to be unloaded"
+            )
+    return None
+
+
+def _instant(text: str | None) -> float | None:
+    """An RFC 3339 time as Go writes it (nanoseconds, a zone) in unix seconds."""
+    if not text:
+        return None
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)?$", text)
+    if not m:
+        return None
+    zone = "+00:00" if m.group(3) in (None, "Z") else m.group(3)
+    base = datetime.fromisoformat(m.group(1) + zone).timestamp()
+    return base + float(f"0.{m.group(2) or 0}")
 
 
 def _manager(process: dict[str, Any], kinds: set[str]) -> bool:
@@ -1193,9 +1248,13 @@ def memory_pressure_stall(f: Facts) -> Judgement:
         _stall_in_window(f, j)
     _ran_out(f, j)
     some = _values(f, "psi_some")
+    churn = _reclaim_churn(f)
     if not some:
         if not j.score:
             j.missing.append("PSI memory pressure")
+        if len(churn) >= 2:
+            # Without PSI (an older kernel, a container), reclaim's own counters say it.
+            j.add(2, "the kernel reclaimed hard through the window: " + "; ".join(churn))
         return j
     if max(some) >= PSI_SOME_HIGH:
         j.add(2, f"tasks stalled on memory {max(some):.0f}% of the time (PSI some avg10)")
@@ -1209,15 +1268,30 @@ def memory_pressure_stall(f: Facts) -> Judgement:
     out = _values(f, "pswpout")
     if out and out[-1] > out[0]:
         j.add(1, f"swapping out during the window ({out[-1] - out[0]:.0f} pages)")
-    refaults = _values(f, "refaults")
-    if refaults and refaults[-1] > refaults[0] and j.score:
-        j.add(1, "pages were faulted back in (refaults): the working set does not fit")
+    if churn and j.score:
+        j.add(1, "the working set does not fit: " + "; ".join(churn))
     if not j.score:
         j.evidence_against.append(
             f"PSI memory stayed low (max {max(some):.1f}% some)"
             + ("" if not swap else f"; swap {_gib(max(swap))} used")
         )
     return j
+
+
+def _reclaim_churn(f: Facts) -> list[str]:
+    """What reclaim did in the window beyond swapping, in words: pages faulted back in
+    (anonymous and file), direct compaction stalls, page migrations."""
+    said = []
+    for name, words in (
+        ("refaults", "anonymous pages faulted back in"),
+        ("refaults_file", "file pages faulted back in"),
+        ("compact_stalls", "stalls on direct compaction"),
+        ("migrations", "pages migrated"),
+    ):
+        values = _values(f, name)
+        if values and values[-1] - values[0] >= CHURN_MIN[name]:
+            said.append(f"{values[-1] - values[0]:.0f} {words}")
+    return said
 
 
 def _ran_out(f: Facts, j: Judgement) -> None:
@@ -1280,7 +1354,9 @@ def _belongs(process: dict[str, Any], kind: str) -> bool:
 def idle_squatter(f: Facts) -> Judgement:
     j = Judgement()
     if not f.engine_load:
-        j.missing.append("an engine's queue (its own running / pending counts)")
+        _idle_without_a_queue(f, j)
+        if not j.score:
+            j.missing.append("an engine's queue (its own running / pending counts)")
         return j
     kinds = {e["name"]: e["kind"] for e in f.engines}
     rss = {p["pid"]: p["rss_bytes"] for p in f.processes}
@@ -1337,6 +1413,35 @@ def idle_squatter(f: Facts) -> Judgement:
                 "that was not unloaded for it (a swap), more than an idle one"
             )
     return j
+
+
+def _idle_without_a_queue(f: Facts, j: Judgement) -> None:
+    """Ollama publishes no queue: a manager with a model loaded and the accelerator at 0 %
+    through every reading of the window is idle. Squatting still needs someone kept out,
+    and a card with almost nothing free keeps out the next load, whoever it is."""
+    loaded = {m: models for m, models in (_loaded(f) or {}).items() if models}
+    busy = [d["utilization_gpu_pct"] for d in f.gpu_devices]
+    if not loaded or not busy or None in busy or max(busy) > 0:
+        return
+    engine, models = next(iter(loaded.items()))
+    kind = next(e["kind"] for e in f.engines if e["name"] == engine)
+    need = _contention(f, kind) or _card_full(f)
+    idle = (
+        f"{engine} holds {', '.join(models)} loaded with the accelerator at 0 % through "
+        f"{len(busy)} reading{'s' * (len(busy) > 1)}"
+    )
+    if need:
+        j.add(3, f"{idle}, and {need}")
+    else:
+        j.evidence_against.append(f"{idle}, and nothing else wanted the memory")
+
+
+def _card_full(f: Facts) -> str | None:
+    for d in f.gpu_devices:
+        used, total = d["memory_used_bytes"], d["memory_total_bytes"]
+        if not d["unified_memory"] and used and total and total - used < LOW_AVAILABLE * total:
+            return f"{d['name']} has {_gib(total - used)} of {_gib(total)} free for anything else"
+    return None
 
 
 def _contention(f: Facts, kind: str) -> str | None:
@@ -1448,6 +1553,9 @@ def build_swarm(f: Facts) -> Judgement:
 @rule("admission-overcommit")
 def admission_overcommit(f: Facts) -> Judgement:
     j = Judgement()
+    estimate = _estimate(f)
+    if estimate:
+        j.add(*estimate)
     starting = [m for m in f.models if m["state"] in ("starting", "loading")]
     available = _values(f, "available")
     if not f.models:
@@ -1473,6 +1581,46 @@ def admission_overcommit(f: Facts) -> Judgement:
                 f"{_gib(min(available))} was available for {m['model']} ({_gib(size)})"
             )
     return j
+
+
+_UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4}
+
+
+def _bytes(text: str) -> list[float]:
+    return [float(n) * _UNITS.get(u, 1) for n, u in re.findall(r"([\d.]+) ?([KMGT]i?B|B)", text)]
+
+
+def _estimate(f: Facts) -> tuple[int, str] | None:
+    """Ollama says, before a load, what the model needs in all (memory.required.full) and
+    what each GPU has free (memory.available): what does not fit on the GPUs must come
+    from host memory. Ollama never reports a model as loading; this line is the load."""
+    lines = f.lines.get("load-estimate", [])
+    if not lines:
+        return None
+    line = lines[-1]
+    need = re.search(r'memory\.required\.full="([^"]+)"', line)
+    have = re.search(r'memory\.available="\[([^\]]*)\]"', line)
+    if not need or not have:
+        return None
+    needed, gpus = sum(_bytes(need.group(1))), sum(_bytes(have.group(1)))
+    spill = needed - gpus
+    if spill <= 0:
+        return None
+    said = (
+        f"Ollama's load needed {_gib(needed)} with {_gib(gpus)} free on the GPUs: {_gib(spill)} "
+        "had to come from host memory"
+    )
+    available = _values(f, "available")
+    if available and min(available) < spill:
+        return 4, f"{said}, which had {_gib(min(available))} available"
+    if f.memory_total and f.memory_total < spill:
+        return 4, f"{said}, more than the machine's {_gib(f.memory_total)}"
+    if available:
+        return None  # it fitted in host memory: a partial offload, Ollama's normal way
+    killed = f.lines.get("unit-oom") or any(engine_kill(t) for _, t in f.oom_kills)
+    if killed:
+        return 3, f"{said} (not measured), and the OOM killer took the engine"
+    return 2, f"{said} (host memory at the load not measured)"
 
 
 def _contrast(f: Facts) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -1613,7 +1761,20 @@ def wedged_no_progress(f: Facts) -> Judgement:
         return j
     tokens = _values(f, "tokens_generated")
     busy = [v for values in f.engine_load.values() for v in values]
-    if tokens[-1] == tokens[0] and busy and min(busy) > 0:
+    stamps = [t for t, v in f.series["tokens_generated"] if v is not None]
+    prompts = _values(f, "tokens_prompt")
+    if stamps[-1] - stamps[0] < WEDGED_MIN_S:
+        # Two readings a moment apart cannot show that nothing moved.
+        j.missing.append(
+            f"progress readings over at least {WEDGED_MIN_S:.0f} s (these span "
+            f"{stamps[-1] - stamps[0]:.1f} s)"
+        )
+    elif tokens[-1] == tokens[0] and prompts and prompts[-1] > prompts[0]:
+        j.evidence_against.append(
+            f"no token generated, but {prompts[-1] - prompts[0]:.0f} prompt tokens were "
+            "processed: a long prompt being read is progress"
+        )
+    elif tokens[-1] == tokens[0] and busy and min(busy) > 0:
         j.add(
             4,
             f"busy through the window (queue never empty) and no token generated "

@@ -47,6 +47,8 @@ TAGS: tuple[tuple[str, str], ...] = (
         r"has been killed by the OOM killer|Failed with result 'oom-kill'",
     ),
     ("hung-task", r"blocked for more than \d+ seconds|hung_task"),
+    # Ollama's estimate before a load: what the model needs against what the GPUs have.
+    ("load-estimate", r"memory\.required\.full="),
     # An engine's periodic stats: its queue and cache, read by analyze/statlines.py.
     ("engine-stats", statlines.PATTERN),
     # A request answered: llama-server's access and slot lines, Ollama's GIN line, the

@@ -139,11 +139,16 @@ class Builder:
         )
         return self
 
-    def vmstat(self, pswpout: Series) -> "Builder":
+    def vmstat(self, pswpout: Series, **others: list[float]) -> "Builder":
+        """others: more counters by their /proc/vmstat name, one value per reading."""
+
+        def at(i: int, v: float) -> dict[str, int]:
+            return {"pswpout": int(v), "oom_kill": 0, **{k: int(x[i]) for k, x in others.items()}}
+
         self._put(
             "vmstat",
-            {"counters": {"pswpout": int(pswpout[0][1]), "oom_kill": 0}},
-            [{"t": iso(t), "counters": {"pswpout": int(v), "oom_kill": 0}} for t, v in pswpout[1:]],
+            {"counters": at(0, pswpout[0][1])},
+            [{"t": iso(t), "counters": at(i, v)} for i, (t, v) in enumerate(pswpout) if i],
         )
         return self
 
@@ -236,6 +241,7 @@ class Builder:
         used: int | None = None,
         processes: list[tuple[int, str, int]] = (),
         unified: bool = True,
+        busy_pct: int = 90,
     ) -> "Builder":
         unavailable = (
             {}
@@ -253,7 +259,7 @@ class Builder:
             "memory_free_bytes": None,
             "memory_reserved_bytes": None,
             "memory_api": "v2" if total else None,
-            "utilization_gpu_pct": 90,
+            "utilization_gpu_pct": busy_pct,
             "utilization_memory_pct": 10,
             "sm_clock_mhz": 2000,
             "sm_clock_max_mhz": 3000,

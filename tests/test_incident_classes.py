@@ -1,7 +1,10 @@
 """The classes of evidence the real incidents exposed (issue 13), each beside the look-alike
 that must not fire. Built apart from the incidents' own fixtures (tests/real_incidents.py)."""
 
-from test_classify import GIB, TOTAL, WINDOW, base, scores, verdict
+from datetime import UTC, datetime
+
+from real_incidents import Thread
+from test_classify import AT, GIB, TOTAL, WINDOW, base, scores, verdict
 
 from lab.builder import engine
 
@@ -88,3 +91,139 @@ def test_available_memory_nearly_gone_in_the_capture_is_named(tmp_path):
     b = base().memory([(t, TOTAL - 0.1 * GIB) for t in WINDOW])
     result = verdict(tmp_path, b)
     assert result["verdict"] == "host-exhaustion", scores(result)
+
+
+def _ollama(models: list[dict]) -> dict:
+    return engine("ollama", "ollama", readings={"/api/ps": {"models": models}})
+
+
+def test_an_idle_manager_on_a_full_card_squats_without_a_queue_reading(tmp_path):
+    """Ollama publishes no queue: a loaded model, 0 % utilisation, and a card with nothing
+    free for the next load."""
+    held = 24 * GIB - 200 * 2**20
+    b = base().gpu("NVIDIA GeForce RTX 3090", 24 * GIB, held, [(501, "ollama", held)], False, 0)
+    b.engines([_ollama([{"name": "qwen3:32b", "model": "qwen3:32b", "size": 20 * GIB}])])
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "idle-squatter", scores(result)
+
+
+def test_an_idle_manager_on_a_card_with_room_is_not_squatting(tmp_path):
+    b = base().gpu(
+        "NVIDIA GeForce RTX 3090", 24 * GIB, 14 * GIB, [(501, "ollama", 14 * GIB)], False, 0
+    )
+    b.engines([_ollama([{"name": "qwen3:14b", "model": "qwen3:14b", "size": 12 * GIB}])])
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "no-fault", scores(result)
+
+
+def test_a_model_listed_long_past_its_unload_time_was_not_unloaded(tmp_path):
+    expired = datetime.fromtimestamp(AT - 16 * 60, UTC).isoformat()
+    model = {"name": "m", "model": "m", "size": 6 * GIB, "expires_at": expired}
+    result = verdict(tmp_path, base().engines([_ollama([model])]))
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+    assert "16 min after it was to be unloaded" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_a_model_kept_alive_until_later_is_not_overdue(tmp_path):
+    later = "2026-11-10T03:05:00.123456789+00:00"  # Go's nanoseconds, five minutes ahead
+    model = {"name": "m", "model": "m", "size": 6 * GIB, "expires_at": later}
+    result = verdict(tmp_path, base().engines([_ollama([model])]))
+    assert result["verdict"] == "no-fault", scores(result)
+
+
+def test_an_amd_card_holding_memory_beside_an_empty_loaded_set_disagrees(tmp_path):
+    """AMD's sysfs lists no processes: the card's use against the manager's word."""
+    b = Thread("rx7900", AT)
+    b.amd([{"name": "AMD Radeon RX 7900 XTX", "vram_total_bytes": 24 * GIB,
+            "vram_used_bytes": 6 * GIB}])  # fmt: skip
+    b.engines([_ollama([])])
+    result = verdict(tmp_path, b)
+    assert result["candidates"][0]["fault"] == "swap-not-unloaded", scores(result)
+
+
+def test_an_nvidia_card_whose_list_is_read_speaks_through_its_holders(tmp_path):
+    """The look-alike: NVML lists the holders, and none is the manager's: not its model."""
+    b = base().gpu("NVIDIA GeForce RTX 4090", 24 * GIB, 6 * GIB, [(77, "blender", 6 * GIB)], False)
+    result = verdict(tmp_path, b.engines([_ollama([])]))
+    swap = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert swap["score"] == 0, scores(result)
+
+
+def _vllm(tokens: float, prompt: float) -> dict:
+    metrics = {
+        "vllm:num_requests_running": 1.0,
+        "vllm:num_requests_waiting": 0.0,
+        "vllm:generation_tokens_total": tokens,
+        "vllm:prompt_tokens_total": prompt,
+    }
+    return engine("vllm-1", "vllm", metrics=metrics)
+
+
+def test_two_readings_a_moment_apart_cannot_show_no_progress(tmp_path):
+    samples = [(AT, [_vllm(5000, 900)]), (AT + 0.06, [_vllm(5000, 900)])]
+    result = verdict(tmp_path, base().engines([_vllm(5000, 900)], samples))
+    wedged = next(c for c in result["candidates"] if c["fault"] == "wedged-no-progress")
+    assert wedged["score"] == 0 and "span 0.1 s" in wedged["missing"][0], scores(result)
+
+
+def test_a_long_prompt_being_read_is_progress(tmp_path):
+    """No token generated through the window, while a long re-prefill moves the prompt
+    counter: working, not wedged."""
+    samples = [(t, [_vllm(5000, 900 + 2048 * i)]) for i, t in enumerate(WINDOW[::5])]
+    result = verdict(tmp_path, base().engines([_vllm(5000, 900)], samples))
+    wedged = next(c for c in result["candidates"] if c["fault"] == "wedged-no-progress")
+    assert wedged["score"] == 0 and "prompt tokens were processed" in wedged["evidence_against"][0]
+
+
+def _stalled_once():
+    """PSI memory some at 12 % at one reading of the window, quiet at the others: a stall
+    PSI alone does not name."""
+    return base().pressure([(t, 12.0 if i == 10 else 1.0) for i, t in enumerate(WINDOW)])
+
+
+def test_reclaim_beyond_swap_is_pressure_on_a_box_without_swap(tmp_path):
+    """No swap, so no anonymous refaults: the page cache thrashing and direct compaction
+    stalls are what the pressure looks like."""
+    n = len(WINDOW)
+    b = _stalled_once().vmstat(
+        [(t, 0) for t in WINDOW],
+        workingset_refault_anon=[0] * n,
+        workingset_refault_file=[i * 400 for i in range(n)],
+        compact_stall=[i // 10 for i in range(n)],
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "memory-pressure-stall", scores(result)
+    assert any("file pages faulted back in" in e for e in result["candidates"][0]["evidence_for"])
+
+
+def test_a_short_stall_with_quiet_reclaim_is_not_named(tmp_path):
+    n = len(WINDOW)
+    b = _stalled_once().vmstat(
+        [(t, 0) for t in WINDOW], workingset_refault_file=[5 * i for i in range(n)]
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "no-fault", scores(result)
+
+
+def _offload(required: str) -> str:
+    """Ollama's estimate line before a load (the shape of the one in ollama/ollama#9001)."""
+    return (
+        'time=2026-11-10T02:59:00.318Z level=INFO source=memory.go:356 msg="offload to cuda" '
+        "layers.requested=-1 layers.model=81 layers.offload=14 layers.split=7,7 "
+        'memory.available="[14.5 GiB 15.2 GiB]" memory.gpu_overhead="0 B" '
+        f'memory.required.full="{required}" memory.required.partial="28.7 GiB"'
+    )
+
+
+def test_a_load_that_spills_past_what_the_host_has_is_overcommit(tmp_path):
+    """Ollama never says 'loading': its estimate line is the load. 136 GiB needed, 30 on
+    the GPUs, and the host with 20 GiB available."""
+    b = base(trigger=("systemd", "ollama.service")).logs([_offload("136.3 GiB")])
+    b.memory([(t, TOTAL - 20 * GIB) for t in WINDOW])
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "admission-overcommit", scores(result)
+
+
+def test_a_partial_offload_that_fits_the_host_is_ollamas_normal_way(tmp_path):
+    result = verdict(tmp_path, base().logs([_offload("48.0 GiB")]))
+    assert result["verdict"] == "no-fault", scores(result)

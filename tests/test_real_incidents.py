@@ -33,9 +33,12 @@ DECIDED_BY = {
     "he-gb10-startup-pool-collapse-nvrm": "the shared memory pool of NVIDIA GB10",
     "ao-ollama-gptoss-numctx-runner-oom": "CUDA error: out of memory",
     "og-vllm-sigkill-api-server-orphans": "its parent (pid 1000) is gone",
-    "ac-ollama-r1-70b-fp16-on-128g": "systemd says the OOM killer killed a process of the unit",
+    "ac-ollama-r1-70b-fp16-on-128g": "Ollama's load needed 136.3 GiB",
     "fl-ninfer-health-ok-while-rejecting": "answered while completion (completion) failed",
     "se-ollama-think-never-closes": "empty content",
+    "lr-ollama-rocm-unload-floor-300mb": "ollama says nothing loaded, yet AMD Radeon",
+    "su-ollama-stopping-vram-not-released": "min after it was to be unloaded",
+    "is-ollama-keepalive-holds-24gb": "with the accelerator at 0 %",
     "neg-xid79-fixed-by-dedicated-circuit": None,  # nothing decides: insufficient-evidence
 }
 # Incidents not yet read right, each with the reason: strict, so a fix is noticed.
@@ -43,16 +46,10 @@ NOT_YET = {
     "co-vllm-ttft-grows-with-request-rate": "the thread quotes no output: its TTFT and "
     "request-rate figures fit no probe, so the bundle is one timed-out check",
     "lr-vllm-n-gt-1-seq-id-map": "the thread quotes no output and gives no figure",
-    "lr-ollama-rocm-unload-floor-300mb": "the VRAM readings are in seven bundles, and the "
-    "archive is read as a history of host memory only, not of the accelerator",
     "su-llamacpp-sleep-mtp-vram-kept": "the VRAM kept while asleep is described, never "
     "measured; llama-server's sleep lines are not read yet",
-    "su-ollama-stopping-vram-not-released": "no per-process GPU memory to set against "
-    "/api/ps; an expired model still reads as loaded",
     "he-llamaserver-prompt-cache-daily-global-oom": "the kills are described with no "
     "kernel line quoted and no available memory",
-    "is-ollama-keepalive-holds-24gb": "Ollama publishes no queue; idle from 0 % utilisation "
-    "with a model loaded is not read yet",
     "bs-vllm-source-build-j64-oom": "no process table and no kernel line: only the build's "
     "exit status, which nothing reads",
     "neg-vllm-preallocates-90pct-by-design": "a look at the GPU alone: no-fault needs "
