@@ -841,7 +841,7 @@ def swap_not_unloaded(f: Facts) -> Judgement:
             j.add(3, f"two sources disagree: {said}, yet {held}")
         else:
             j.evidence_against.append(f"the model manager and the accelerator agree ({said})")
-    overdue = _overdue(f)
+    overdue = _overdue(f) or _slept_holding(f)
     if overdue:
         j.add(3, overdue)
     memory = _memory_series(f)
@@ -882,6 +882,22 @@ def _overdue(f: Facts) -> str | None:
                 f"{m['engine']} still lists {m['model']}{size} "
                 f"{(captured - when) / 60:.0f} min after it was to be unloaded"
             )
+    return None
+
+
+def _slept_holding(f: Facts) -> str | None:
+    """vLLM's sleep mode says what it freed and what is still in use: a sleep that freed
+    less than stayed did not put the model away (sleep without its allocator is a no-op)."""
+    for line in reversed(f.lines.get("engine-sleep", [])):
+        m = re.search(r"Sleep mode freed ([\d.]+) GiB memory, ([\d.]+) GiB memory is still", line)
+        if m:
+            freed, kept = (float(g) * GIB for g in m.groups())
+            if kept >= MODEL_MIN_BYTES and freed < kept:
+                return (
+                    f"the engine went to sleep and freed {_gib(freed)}, with {_gib(kept)} "
+                    f"still in use: {line[:160]}"
+                )
+            return None
     return None
 
 
@@ -1227,11 +1243,23 @@ def _kills_in_history(f: Facts) -> float:
 @rule("accelerator-oom")
 def accelerator_oom(f: Facts) -> Judgement:
     j = Judgement()
-    for tag in ("cuda-oom", "hip-oom", "metal-oom", "vulkan-oom", "nv-no-memory"):
+    for tag in ("cuda-oom", "hip-oom", "metal-oom", "vulkan-oom"):
         if f.lines.get(tag):
             j.add(5, f"the log says so ({tag}): {_last(f, tag, 200)}")
             j.ending = True
+            sizes = _torch_sizes(f.lines[tag])
+            if sizes:
+                j.evidence_for.append(sizes)
             break
+    if not j.score and f.lines.get("nv-no-memory"):
+        # The driver prints it on successful starts too (a probe of what fits): alone a
+        # note; beside a failure, how it ended.
+        said = f"the driver said NV_ERR_NO_MEMORY: {_last(f, 'nv-no-memory', 160)}"
+        if _window(f).failure:
+            j.add(3, f"{said}, as {_window(f).failure.what}")
+            j.ending = True
+        else:
+            j.add(1, f"{said}; it is printed on starts that succeed too, and nothing failed")
     read = [p for p in ("logs", "kernel") if f.measured(p)]
     if not j.score:
         if read:
@@ -1239,6 +1267,43 @@ def accelerator_oom(f: Facts) -> Judgement:
         if "logs" not in read:
             j.missing.append("the engines' logs ([[logs]] or an engine's unit/container)")
     return j
+
+
+_TORCH_OLD = re.compile(
+    r"Tried to allocate ([\d.]+ [KMG]iB) \(GPU \d+; ([\d.]+ [KMG]iB) total capacity; "
+    r"([\d.]+ [KMG]iB) already allocated; ([\d.]+ [KMG]iB) free"
+)
+_TORCH_NEW = re.compile(
+    r"Tried to allocate ([\d.]+ [KMG]iB)\. GPU \d+ has a total capacity of ([\d.]+ [KMG]iB) "
+    r"of which ([\d.]+ [KMG]iB) is free\.(?: Including non-PyTorch memory, this process has "
+    r"([\d.]+ [KMG]iB) memory in use)?"
+)
+
+
+def _torch_sizes(lines: list[str]) -> str | None:
+    """What PyTorch's out-of-memory message states, in words: a small request failing on a
+    full card is the card filled over time; a large one on a card with room is one request
+    too big; a process holding far less than the card is sharing it."""
+    for line in reversed(lines):
+        if m := _TORCH_OLD.search(line):
+            tried, total, held, free = (sum(_bytes(g)) for g in m.groups())
+            mine = None
+        elif m := _TORCH_NEW.search(line):
+            tried, total, free = (sum(_bytes(g)) for g in m.groups()[:3])
+            mine = sum(_bytes(m.group(4))) if m.group(4) else None
+            held = mine
+        else:
+            continue
+        said = f"it asked for {_gib(tried)} with {_gib(free)} of {_gib(total)} free"
+        if held is not None:
+            said += f", {_gib(held)} held by {'this process' if mine else 'PyTorch'}"
+        others = total - free - mine if mine is not None else 0
+        if others >= max(GIB, 0.1 * total):
+            said += f"; {_gib(others)} of the card is held by other processes"
+        elif tried < 0.05 * total:
+            said += ": a small request on a full card, the card filled before it"
+        return said
+    return None
 
 
 @rule("memory-pressure-stall")

@@ -262,6 +262,9 @@ def test_the_answers_are_those_of_a_real_prometheus(tmp_path):
     reason = missing()
     need(reason is None, reason or "")
     dcgm = {"gpu": "0", "job": "dcgm", "instance": "box:9400"}
+    drm = {"card": "card1", "job": "node", "instance": "box:9100"}
+    llama = {"job": "llama-server", "instance": "box:8081"}
+    old = {"job": "llama-server", "instance": "box:8082"}
     jitter = lambda points: [(t + (i % 7) * 0.1, v) for i, (t, v) in enumerate(points)]  # noqa: E731
     series = scenario().series + [
         RawSeries("DCGM_FI_DEV_FB_USED", dcgm, jitter(_every(30, lambda t: t % 80000))),
@@ -275,6 +278,13 @@ def test_the_answers_are_those_of_a_real_prometheus(tmp_path):
             dcgm,
             [(t, v) for t, v in _every(60, lambda t: 7e9) if not END - 30000 < t < END - 20000],
         ),
+        # node-exporter's drm collector on an AMD card, and llama.cpp's prompt counters
+        # with the cached ones beside them (added per target) and without (as they were).
+        RawSeries("node_drm_memory_vram_used_bytes", drm, _every(15, lambda t: 3e9 + t % 7)),
+        RawSeries("node_drm_memory_vram_size_bytes", drm, _every(15, lambda t: 24e9)),
+        RawSeries("llamacpp:prompt_tokens_total", llama, _every(15, lambda t: t // 10)),
+        RawSeries("llamacpp:prompt_tokens_cached_total", llama, _every(15, lambda t: t // 20)),
+        RawSeries("llamacpp:prompt_tokens_total", old, _every(15, lambda t: t // 30)),
         RawSeries("vllm:kv_cache_usage_perc", {"job": "vllm"}, _every(15, lambda t: t % 1)),
         RawSeries("sglang:token_usage", {"job": "vllm"}, _every(15, lambda t: 0.25)),
     ]

@@ -227,3 +227,39 @@ def test_a_load_that_spills_past_what_the_host_has_is_overcommit(tmp_path):
 def test_a_partial_offload_that_fits_the_host_is_ollamas_normal_way(tmp_path):
     result = verdict(tmp_path, base().logs([_offload("48.0 GiB")]))
     assert result["verdict"] == "no-fault", scores(result)
+
+
+def test_pytorchs_out_of_memory_states_its_sizes(tmp_path):
+    line = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.16 GiB. GPU 0 has a "
+        "total capacity of 47.99 GiB of which 489.44 MiB is free. Including non-PyTorch memory, "
+        "this process has 20.10 GiB memory in use."
+    )
+    result = verdict(tmp_path, base().logs([line]))
+    oom = result["candidates"][0]
+    assert oom["fault"] == "accelerator-oom", scores(result)
+    assert "27.4 GiB of the card is held by other processes" in oom["evidence_for"][1]
+
+
+def test_nv_err_no_memory_alone_confirms_nothing(tmp_path):
+    """The driver prints it on starts that succeed as well."""
+    nvrm = "NVRM: nvAssertOkFailedNoLog: Assertion failed: NV_ERR_NO_MEMORY returned from x"
+    result = verdict(tmp_path, base().kernel([nvrm]))
+    assert result["verdict"] == "no-fault", scores(result)
+
+
+def _slept(freed: float, kept: float) -> str:
+    return (
+        "INFO 11-10 02:58:02 [gpu_worker.py:104] Sleep mode freed "
+        f"{freed:.2f} GiB memory, {kept:.2f} GiB memory is still in use."
+    )
+
+
+def test_a_sleep_that_freed_less_than_stayed_did_not_unload(tmp_path):
+    result = verdict(tmp_path, base().logs([_slept(0.0, 70.31)]))
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+
+
+def test_a_sleep_that_freed_the_model_is_what_sleep_is_for(tmp_path):
+    result = verdict(tmp_path, base().logs([_slept(71.25, 1.38)]))
+    assert result["verdict"] == "no-fault", scores(result)

@@ -33,12 +33,14 @@ SEED_QUERIES = (
     ("engine_up", 'up{job=~"llama-server|vllm|sglang"}'),
     (
         "accelerator_memory_used",
-        "DCGM_FI_DEV_FB_USED * 1024 * 1024 or local_llm_accelerator_memory_used_bytes",
+        "DCGM_FI_DEV_FB_USED * 1024 * 1024 or local_llm_accelerator_memory_used_bytes"
+        " or node_drm_memory_vram_used_bytes",
     ),
     (
         "accelerator_memory_total",
         "(DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) * 1024 * 1024"
-        " or local_llm_accelerator_memory_total_bytes",
+        " or local_llm_accelerator_memory_total_bytes"
+        " or node_drm_memory_vram_size_bytes or node_drm_memory_vram_total_bytes",
     ),
     ("kv_cache_usage", "vllm:kv_cache_usage_perc or sglang:token_usage"),
     ("context_high_water", "llamacpp:n_tokens_max"),
