@@ -127,6 +127,10 @@ class Facts:
     oom_kills: list[tuple[float | None, str]] = field(default_factory=list)
     # The incident window: the failure (if any) and the hours before it (analyze/window.py).
     window: Window | None = None
+    # Each bundle of this host in the last day, this one included, oldest first: when, the
+    # memory its discrete accelerators held (the lowest reading), their total, and whether a
+    # model manager answered saying nothing was loaded.
+    card_bundles: list[tuple[float, float, float, bool]] = field(default_factory=list)
     # Each process of this bundle, by "pid name", and its RSS in this bundle and in the
     # host's earlier bundles of the last day: (t, rss) readings, one process instance each.
     process_history: dict[str, Series] = field(default_factory=dict)
@@ -331,6 +335,32 @@ def _archive_history(con: duckdb.DuckDBPyConnection, facts: Facts, bundle: dict[
             for name, column in (("memory_used", 1), ("available", 2)):
                 facts.series[name] = [(_ts(r[0]), r[column]) for r in rows] + facts.series[name]
                 facts.origin[name] = f"archive ({len(rows)} earlier readings) and bundle"
+    facts.card_bundles = [
+        (_ts(t), used, total, bool(empty))
+        for t, used, total, empty in con.execute(
+            f"""WITH cards AS (
+                    SELECT bundle_id, sum(used) AS used, sum(total) AS total FROM (
+                        SELECT bundle_id, device_index, min(memory_used_bytes) AS used,
+                               max(memory_total_bytes) AS total
+                        FROM gpu_devices WHERE NOT coalesce(unified_memory, false)
+                        GROUP BY ALL)
+                    GROUP BY bundle_id),
+                managers AS (
+                    SELECT bundle_id, count(*) AS n FROM engines
+                    WHERE status = 'ok' AND kind IN ('ollama', 'llama-swap') GROUP BY bundle_id),
+                models AS (
+                    SELECT bundle_id, count(*) AS n FROM engine_models
+                    WHERE kind IN ('ollama', 'llama-swap') GROUP BY bundle_id)
+                SELECT b.started_at, c.used, c.total,
+                       coalesce(mg.n, 0) > 0 AND coalesce(md.n, 0) = 0
+                FROM bundles b JOIN cards c USING (bundle_id)
+                LEFT JOIN managers mg USING (bundle_id) LEFT JOIN models md USING (bundle_id)
+                WHERE b.bundle_id IN ({earlier}) OR b.bundle_id = ?
+                ORDER BY b.started_at""",
+            [*args, bundle["bundle_id"]],
+        ).fetchall()
+        if used is not None and total
+    ]
     for pid, name, points in con.execute(
         f"""SELECT p.pid, p.name, list((p.t, p.rss_bytes) ORDER BY p.t)
             FROM processes p JOIN (

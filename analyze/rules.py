@@ -600,6 +600,9 @@ def _hourly_shares(series: shapes.Series) -> list[float]:
 def leak_ratchet(f: Facts) -> Judgement:
     j = Judgement()
     _leak_per_process(f, j)
+    staircase = _unload_staircase(f)
+    if staircase:
+        j.add(4, staircase)
     memory = _memory_series(f)
     if memory is None:
         j.missing.append("a memory series")
@@ -626,6 +629,24 @@ def leak_ratchet(f: Facts) -> Judgement:
     if rhythm.verdict:
         j.evidence_against.append(f"a daily rhythm, which is not a trend: {rhythm.why}")
     return j
+
+
+def _unload_staircase(f: Facts) -> str | None:
+    """A leak need not come in bursts: the card's use at each bundle where its manager said
+    nothing was loaded is its true floor, and a floor that rises unload after unload and
+    never comes back is the runtime leaking (a staircase)."""
+    empty = [(used, total) for _, used, total, nothing in f.card_bundles if nothing]
+    if len(empty) < LEAK_MIN_STRETCHES:
+        return None
+    levels = [used for used, _ in empty]
+    onset = _rising_floors(levels, max(LEAK_SHARE * empty[-1][1], PROCESS_LEAK_BYTES))
+    if onset is None:
+        return None
+    return (
+        "with its manager saying nothing was loaded, the card held "
+        f"{', '.join(_gib(v) for v in levels[onset:])} bundle after bundle: each unload "
+        "left more behind"
+    )
 
 
 def _leak_per_process(f: Facts, j: Judgement) -> None:
@@ -838,7 +859,13 @@ def swap_not_unloaded(f: Facts) -> Judgement:
                 f"{len(holders)} processes ({held})",
             )
         elif not count and (held := _held_beside_nothing(f)):
-            j.add(3, f"two sources disagree: {said}, yet {held}")
+            if _unload_staircase(f):
+                j.evidence_against.append(
+                    f"{said}, yet {held}; but that memory grew at every unload: a leak in "
+                    "the runtime, not one model kept"
+                )
+            else:
+                j.add(3, f"two sources disagree: {said}, yet {held}")
         else:
             j.evidence_against.append(f"the model manager and the accelerator agree ({said})")
     overdue = _overdue(f) or _slept_holding(f)

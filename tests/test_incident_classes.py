@@ -263,3 +263,35 @@ def test_a_sleep_that_freed_less_than_stayed_did_not_unload(tmp_path):
 def test_a_sleep_that_freed_the_model_is_what_sleep_is_for(tmp_path):
     result = verdict(tmp_path, base().logs([_slept(71.25, 1.38)]))
     assert result["verdict"] == "no-fault", scores(result)
+
+
+def _unloads(held_gib: list[float], models: list[list[dict]]) -> list:
+    """One baseline bundle per unload, ten minutes apart: the card's use and Ollama's
+    loaded set at each."""
+    out = []
+    for i, (held, loaded) in enumerate(zip(held_gib, models, strict=True)):
+        b = base(trigger=("cron", "baseline"))
+        b.at = AT - (len(held_gib) - 1 - i) * 600
+        b.gpu("NVIDIA GeForce RTX 4090", 24 * GIB, int(held * GIB), [], False, 0)
+        out.append(b.engines([_ollama(loaded)]))
+    return out
+
+
+def test_a_floor_that_rises_at_every_unload_is_a_leak(tmp_path):
+    """No bursts: with nothing loaded each time, the card holds more after every unload."""
+    held = [0.2, 0.5, 0.8, 1.1, 2.4, 4.6]
+    result = verdict(tmp_path, *_unloads(held, [[]] * len(held)))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    assert "each unload left more behind" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_larger_models_loaded_one_after_another_are_no_staircase(tmp_path):
+    """The look-alike: the card's use rises because each bundle has a bigger model
+    loaded, which is what loading is."""
+    held = [4.0, 8.0, 12.0, 16.0, 20.0]
+    models = [
+        [{"name": f"m{i}", "model": f"m{i}", "size": int(h * GIB)}] for i, h in enumerate(held)
+    ]
+    result = verdict(tmp_path, *_unloads(held, models))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert leak["score"] == 0, scores(result)

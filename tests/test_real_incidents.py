@@ -36,7 +36,7 @@ DECIDED_BY = {
     "ac-ollama-r1-70b-fp16-on-128g": "Ollama's load needed 136.3 GiB",
     "fl-ninfer-health-ok-while-rejecting": "answered while completion (completion) failed",
     "se-ollama-think-never-closes": "empty content",
-    "lr-ollama-rocm-unload-floor-300mb": "ollama says nothing loaded, yet AMD Radeon",
+    "lr-ollama-rocm-unload-floor-300mb": "the card held 0.1 GiB, 0.4 GiB, 0.7 GiB",
     "su-ollama-stopping-vram-not-released": "min after it was to be unloaded",
     "is-ollama-keepalive-holds-24gb": "with the accelerator at 0 %",
     "neg-xid79-fixed-by-dedicated-circuit": None,  # nothing decides: insufficient-evidence
