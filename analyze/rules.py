@@ -68,6 +68,7 @@ QUEUE_SHARE_TIMED_OUT = 0.15  # an answer that did not come in time behind this 
 QUEUE_SHARE_UNFAILED = 0.5  # with nothing failed: half the hour, twice the margins
 STATS_QUEUE_SHARE = 0.5  # an engine's stats lines: waiting in half of them is a queue ...
 STATS_UNFAILED = 6  # ... and, with nothing failed, only over a minute of them
+SLOT_NEARLY_FULL = 0.8  # prompts this share of a slot's context are as long as they get
 KV_ROOM = 0.5  # a cache never past half full in the hour before had room: no creep
 HIGH_WATER_LOOK_S = 6 * 3600.0  # a creep starts one to six hours before the failure
 PREEMPT_OVER_USUAL = 3.0  # three times the worst hour's preemptions: the cache ran out
@@ -215,8 +216,9 @@ def context_creep(f: Facts) -> Judgement:
     j = Judgement()
     cache = [n for n in ("kv_cache", "context_high_water") if f.has(n)]
     lengths = _history(f, "tokens_prompt") and _history(f, "tokens_generated")
-    if not cache and f.stats:
+    if not cache and (f.stats or f.prompts):
         _creep_in_stats(f, j)
+        _prompts_in_log(f, j)
         if j.score:
             return j
     if not cache and not lengths:
@@ -249,6 +251,30 @@ def _creep_in_stats(f: Facts, j: Judgement) -> None:
     fullest = max(r.cache or 0.0 for r in f.stats)
     if last > CREEP_OVER_USUAL * first and fullest >= KV_ROOM:
         j.add(3 if _window(f).failure else 1, said)
+    else:
+        j.evidence_against.append(said)
+
+
+def _prompts_in_log(f: Facts, j: Judgement) -> None:
+    """llama-server logs each prompt's length against its slot's context: prompts growing
+    through the log's tail, the last third filling most of the slot, is the conversations
+    getting longer."""
+    sizes = [p.tokens for p in f.prompts]
+    if len(sizes) < STATS_UNFAILED:
+        return
+    third = len(sizes) // 3
+    first, last = _median(sizes[:third]), _median(sizes[-third:])
+    slot = f.prompts[-1].slot_context
+    said = (
+        f"the engine's log: prompts went from {first:.0f} to {last:.0f} tokens (medians) over "
+        f"its last {len(sizes)} requests, against a slot context of {slot}"
+    )
+    if last > CREEP_OVER_USUAL * first and last >= KV_ROOM * slot:
+        j.add(3 if _window(f).failure else 1, said)
+    elif last >= SLOT_NEARLY_FULL * slot and _window(f).failure:
+        # Long already, if not seen growing: each prompt fills the slot, and reading it
+        # takes the longest a prompt can.
+        j.add(2, f"{said}: the prompts nearly fill the slot")
     else:
         j.evidence_against.append(said)
 

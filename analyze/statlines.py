@@ -7,6 +7,9 @@ nothing scraped them (no Prometheus, an engine's /metrics not configured).
   usage: 98.7%`. A pasted line may be cut before the cache figure: the counts still read.
 - SGLang's decode batch line: `#running-req: 1, #token: 4439, token usage: 0.34, ...,
   #queue-req: 0`.
+- llama-server's line for each request it starts: `new prompt, n_ctx_slot = 8192,
+  n_keep = 0, task.n_tokens = 5403` (older builds: `n_prompt_tokens = 5403`): how long
+  each prompt was against the slot's context.
 
 Invariants:
 - One reading per line, in the log's order; a figure the line does not hold is absent,
@@ -27,8 +30,15 @@ _LINES = (
         r".*?#queue-req: (?P<waiting>\d+)"
     ),
 )
+_PROMPT = re.compile(
+    r"new prompt, n_ctx_slot = (?P<slot>\d+),"
+    r".*?(?:task\.n_tokens|n_prompt_tokens) = (?P<tokens>\d+)"
+)
 # The tag that keeps these lines at ingest (analyze/tags.py): the same words.
-PATTERN = r"Running: \d+ reqs, (?:Swapped: \d+ reqs, )?(?:Waiting|Pending): \d+|#running-req: \d+"
+PATTERN = (
+    r"Running: \d+ reqs, (?:Swapped: \d+ reqs, )?(?:Waiting|Pending): \d+|#running-req: \d+"
+    r"|new prompt, n_ctx_slot = \d+"
+)
 
 
 @dataclass(frozen=True)
@@ -56,3 +66,15 @@ def readings(lines: list[str]) -> list[Reading]:
             out.append(Reading(int(found["running"]), int(found["waiting"]), cache))
             break
     return out
+
+
+@dataclass(frozen=True)
+class Prompt:
+    slot_context: int  # the tokens one slot holds
+    tokens: int  # this request's prompt
+
+
+def prompts(lines: list[str]) -> list[Prompt]:
+    """Each request's prompt length, in the log's order."""
+    found = (_PROMPT.search(line) for line in lines)
+    return [Prompt(int(m["slot"]), int(m["tokens"])) for m in found if m]

@@ -6,7 +6,7 @@ pasted in vllm-project/vllm#1492 (cut where the stored copy was cut), SGLang's d
 
 from test_classify import base, scores, verdict
 
-from analyze.statlines import Reading, readings
+from analyze.statlines import Reading, prompts, readings
 from analyze.tags import tags_of
 
 V1 = (
@@ -69,3 +69,35 @@ def test_the_cache_per_request_rising_in_the_stats_lines_is_creep(tmp_path):
     b = base(trigger=("healthcheck", "gateway", "no answer within 120 s")).logs(lines)
     result = verdict(tmp_path, b)
     assert result["verdict"] == "context-creep", scores(result)
+
+
+LLAMA = (
+    "slot update_slots: id  0 | task {k} | new prompt, n_ctx_slot = 16384, n_keep = 0, {key} = {n}"
+)
+
+
+def test_llama_servers_prompt_lines_read_in_both_wordings():
+    lines = [
+        LLAMA.format(k=1, key="task.n_tokens", n=5403),  # current builds
+        LLAMA.format(k=2, key="n_prompt_tokens", n=2015),  # older ones
+    ]
+    assert [(p.slot_context, p.tokens) for p in prompts(lines)] == [(16384, 5403), (16384, 2015)]
+    assert all("engine-stats" in tags_of(line) for line in lines)
+
+
+def test_prompts_growing_to_fill_the_slot_are_creep(tmp_path):
+    sizes = [5000, 5600, 6300, 7100, 8000, 9000, 10100, 11300, 12600]
+    lines = [LLAMA.format(k=k, key="task.n_tokens", n=n) for k, n in enumerate(sizes)]
+    b = base(trigger=("healthcheck", "gateway", "no answer within 60 s")).logs(lines)
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "context-creep", scores(result)
+    assert "prompts went from" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_short_prompts_of_a_steady_chat_are_not_creep(tmp_path):
+    sizes = [900, 1400, 800, 1200, 1000, 1300, 950, 1250, 1100]
+    lines = [LLAMA.format(k=k, key="task.n_tokens", n=n) for k, n in enumerate(sizes)]
+    b = base(trigger=("healthcheck", "gateway", "no answer within 60 s")).logs(lines)
+    result = verdict(tmp_path, b)
+    creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+    assert creep["score"] == 0, scores(result)
