@@ -89,6 +89,7 @@ LEAK_UNFAILED = 1.25  # with nothing failed yet, a quarter more before it is nam
 LEAK_ONE_JUMP = 0.7  # one jump between two stretches carrying 70% of the rise is a step
 LEAK_MIN_STRETCHES = 4  # a ratchet needs four floors to be seen climbing
 LEAK_STRETCH_S = 2 * 3600.0  # floors per two hours: a burst cannot fill one
+FULL_SHARE = 0.95  # a floor this close to the pool's size has nowhere left to rise
 LEAK_MIN_RISES = 0.7  # most steps between successive floors go up
 TIGHT_SHARE = 0.05  # under this share available, an idle holder keeps others out (a
 #                     GB10 holding its one model runs at 10% available, and is fine)
@@ -308,6 +309,7 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
     highest hourly level of the rest of the day: longer conversations, not more of them."""
     w = _window(f)
     running = f.series.get("requests_running", [])
+    prompts = _prompts_grew(f, j)
     for name in cache:
         words = name.replace("_", " ")
         series = w.upto(f.series[name])
@@ -349,11 +351,13 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
         elif steady.verdict:
             climbed = f"{label} climbed through the whole look-back: {steady.why}"
             j.add(_unless_healthy(w, name), climbed)
+        elif grew and prompts is False:
+            # A high-water only rises; the prompts, read directly, did not grow.
+            j.add(1, f"{grew}, though the prompts kept their length: a high-water rises by nature")
         elif grew:
             j.add(_unless_healthy(w, name), grew)
         else:
             j.evidence_against.append(f"{label} stayed in its usual range: {said}")
-    _prompts_grew(f, j)
     _preempted(f, j)
     if not f.has("requests_running"):
         j.missing.append("requests running")
@@ -403,13 +407,13 @@ def _hourly_increase(series: shapes.Series, end: float) -> dict[int, float]:
     return out
 
 
-def _prompts_grew(f: Facts, j: Judgement) -> None:
+def _prompts_grew(f: Facts, j: Judgement) -> bool | None:
     """Prompt tokens per generated token, hour by hour: a conversation that grows resends a
     longer history for answers of the same size, while more callers add prompts and
     answers alike. The hour before the failure against every hour before the incident
     window: a rise past the highest of them is longer context at the same load."""
     if not (_history(f, "tokens_prompt") and _history(f, "tokens_generated")):
-        return
+        return None
     w = _window(f)
     prompt = _hourly_increase(w.upto(f.series["tokens_prompt"]), w.end)
     gen = _hourly_increase(w.upto(f.series["tokens_generated"]), w.end)
@@ -421,7 +425,7 @@ def _prompts_grew(f: Facts, j: Judgement) -> None:
     latest = next((h for h in range(inside) if h in ratio), None)
     if latest is None or len(usual) < 3:
         j.missing.append("hours of prompt and generated tokens before the incident and in it")
-        return
+        return None
     now, before = ratio[latest], max(usual)
     said = (
         f"{now:.1f} prompt tokens per generated token in the latest busy hour before the "
@@ -430,8 +434,9 @@ def _prompts_grew(f: Facts, j: Judgement) -> None:
     if now > CREEP_OVER_USUAL * before:
         grew = f"the prompts grew longer for answers of the same size: {said}"
         j.add(3 if w.failure else 1, grew)
-    else:
-        j.evidence_against.append(f"the prompts kept their usual length: {said}")
+        return True
+    j.evidence_against.append(f"the prompts kept their usual length: {said}")
+    return False
 
 
 def _preempted(f: Facts, j: Judgement) -> None:
@@ -738,7 +743,8 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             pool, share = limit, LEAK_SHARE
         elif w.failure and w.failure.dated_by.source == "kill":
             share = LEAK_SHARE  # the machine ran out and took the engine: the end agrees
-        onset = _rising_floors(levels, share * pool if pool else math.inf)
+        ceiling = FULL_SHARE * pool if pool else math.inf
+        onset = _rising_floors(levels, share * pool if pool else math.inf, ceiling)
         said = f"from {_gib(levels[0])} to {_gib(levels[-1])} over {len(levels)} stretches"
         if onset is not None:
             hours = (w.end - floors[onset][0]) / HOUR_S
@@ -769,19 +775,25 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             j.evidence_against.append(f"the {label} floor did not ratchet: {said}")
 
 
-def _rising_floors(levels: list[float], least: float) -> int | None:
+def _rising_floors(levels: list[float], least: float, ceiling: float = math.inf) -> int | None:
     """Where the floors began to ratchet: the earliest start of a run to the end of at
     least LEAK_MIN_STRETCHES floors, most of whose steps rise, that rose `least` in all and
     never came back (once halfway up, no later floor within a quarter of the start). A leak
-    that began in the afternoon is read from the afternoon."""
+    that began in the afternoon is read from the afternoon. Floors at the pool's ceiling
+    cannot rise further: steps between them are neither rises nor flats."""
     for k in range(len(levels) - LEAK_MIN_STRETCHES + 1):
         run = levels[k:]
         rise = run[-1] - run[0]
         if rise < least:
             continue
-        rises = sum(b > a for a, b in zip(run, run[1:], strict=False))
+        steps = [(a, b) for a, b in zip(run, run[1:], strict=False) if min(a, b) < ceiling]
+        rises = sum(b > a for a, b in steps)
         halfway = next(i for i, v in enumerate(run) if v >= run[0] + rise / 2)
-        if rises >= LEAK_MIN_RISES * (len(run) - 1) and min(run[halfway:]) > run[0] + rise / 4:
+        if (
+            steps
+            and rises >= LEAK_MIN_RISES * len(steps)
+            and min(run[halfway:]) > run[0] + rise / 4
+        ):
             return k
     return None
 
