@@ -187,7 +187,10 @@ def locate(f: "Facts") -> Failure | None:
             t is not None and abs(t - down) <= CLUSTER_S for t in risen
         )
         lifecycle = served and on_demand(series)
-        if down is not None and is_service(target) and not handed and not lifecycle:
+        # ... unless a failure trigger fired minutes after: an alert or a check that went
+        # off for it says this fall was the outage.
+        confirmed = trigger is not None and down is not None and 0 <= trigger.at - down <= CLUSTER_S
+        if down is not None and is_service(target) and not handed and (not lifecycle or confirmed):
             signs.append(Sign(down, "target", f"{target} went down (Prometheus up 1 -> 0)"))
     for c in f.checks:
         if not c["ok"]:

@@ -89,6 +89,7 @@ LEAK_UNFAILED = 1.25  # with nothing failed yet, a quarter more before it is nam
 LEAK_ONE_JUMP = 0.7  # one jump between two stretches carrying 70% of the rise is a step
 LEAK_MIN_STRETCHES = 4  # a ratchet needs four floors to be seen climbing
 LEAK_STRETCH_S = 2 * 3600.0  # floors per two hours: a burst cannot fill one
+RELEASED = 0.75  # the capture reading under three quarters of the highest floor: given back
 FULL_SHARE = 0.95  # a floor this close to the pool's size has nowhere left to rise
 LEAK_MIN_RISES = 0.7  # most steps between successive floors go up
 TIGHT_SHARE = 0.05  # under this share available, an idle holder keeps others out (a
@@ -746,6 +747,12 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
         ceiling = FULL_SHARE * pool if pool else math.inf
         onset = _rising_floors(levels, share * pool if pool else math.inf, ceiling)
         said = f"from {_gib(levels[0])} to {_gib(levels[-1])} over {len(levels)} stretches"
+        released = _before_release(f, name, floors)
+        if onset is None and len(released) >= LEAK_MIN_STRETCHES:
+            # The engine's death (the line collapses and stays down) or a restart released
+            # what leaked: the floors up to it are the leak, what follows is a new process's.
+            floors, levels = released, [v for _, v in released]
+            onset = _rising_floors(levels, share * pool if pool else math.inf, ceiling)
         if onset is not None:
             hours = (w.end - floors[onset][0]) / HOUR_S
             rose = f"from {_gib(levels[onset])} to {_gib(levels[-1])} over the last {hours:.0f} h"
@@ -773,6 +780,38 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             j.evidence_against.append(f"the {label} floor is flat between bursts: {said}")
         else:
             j.evidence_against.append(f"the {label} floor did not ratchet: {said}")
+
+
+def _before_release(
+    f: Facts, name: str, floors: list[tuple[float, float]]
+) -> list[tuple[float, float]]:
+    """With a failure, the floors of the stretches that ended before the memory was
+    released: the latest start of a service in the incident window (a target's `up`
+    0 -> 1), or the line dropping at its end and staying down (a death releases, it does
+    not return). All of them when neither happened, or nothing failed."""
+    w = _window(f)
+    if not w.failure:
+        return floors  # nothing died: a restart then was a swap or an operator's
+    releases = []
+    for target, series in f.targets.items():
+        pts = [(t, v) for t, v in series if v is not None]
+        if is_service(target):
+            releases += [
+                t for (_, a), (t, b) in zip(pts, pts[1:], strict=False) if a == 0 and b == 1
+            ]
+    releases = [t for t in releases if w.start <= t <= w.end]
+    # The final run of readings under RELEASED of the highest floor, begun in the
+    # incident window: dense (Prometheus) or coarse (the archive, then the capture).
+    pts = [(t, v) for t, v in f.series[name] if v is not None]
+    high = max((v for _, v in floors), default=0.0)
+    i = len(pts)
+    while i > 0 and pts[i - 1][1] < RELEASED * high:
+        i -= 1
+    if 0 < i < len(pts) and pts[i][0] >= w.start:
+        releases.append(pts[i][0])
+    if not releases:
+        return floors
+    return [(t, v) for t, v in floors if t + LEAK_STRETCH_S <= max(releases)]
 
 
 def _rising_floors(levels: list[float], least: float, ceiling: float = math.inf) -> int | None:

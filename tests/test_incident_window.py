@@ -181,3 +181,30 @@ def test_a_live_hang_outranks_an_oom_line_from_twenty_minutes_before(tmp_path):
     assert result["verdict"] == "false-liveness", scores(result)
     host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
     assert any("fault of the moment" in e for e in host["evidence_against"])
+
+
+def _leaking_until(died_at: int) -> list[float]:
+    """A card's memory: a model's 20 GiB, bursts of cache, and a floor that climbs 0.5 GiB
+    an hour; from reading `died_at` on the engine is dead and the card holds 1 GiB."""
+    out = []
+    for i in range(len(DAY)):
+        busy = 4 * GIB if (i // 6) % 4 == 0 else 0.0
+        out.append(1.0 * GIB if i >= died_at else 20 * GIB + i * GIB / 24 + busy)
+    return out
+
+
+def test_a_death_releases_the_leak_and_does_not_end_it(tmp_path):
+    """The engine died an hour before the systemd trigger: its memory was given back, the
+    series dropped and stayed down. The floors up to the death are the leak."""
+    used = _leaking_until(len(DAY) - 12)
+    dcgm = [{"metric": {"job": "dcgm", "gpu": "0"},
+             "values": [[t, repr(v)] for t, v in zip(DAY, used, strict=True)]}]  # fmt: skip
+    total = [{"metric": {"job": "dcgm", "gpu": "0"},
+              "values": [[t, repr(48.0 * GIB)] for t in DAY]}]  # fmt: skip
+    b = history(
+        base(trigger=("systemd", "llama-server.service", "result=core-dump")),
+        {"accelerator_memory_used": dcgm, "accelerator_memory_total": total},
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    assert "never came back" in result["candidates"][0]["evidence_for"][0]
