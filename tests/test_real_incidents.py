@@ -4,8 +4,8 @@ its thread allows (ground_truth.acceptable_verdicts)."""
 from pathlib import Path
 
 import pytest
-from conftest import bundle_errors
-from real_incidents import INCIDENTS, acceptable, build
+from conftest import bundle_errors, need
+from real_incidents import INCIDENTS, SOURCE, acceptable, build
 
 from analyze.classify import classify
 from analyze.ingest import connect, ingest
@@ -76,5 +76,6 @@ def test_the_verdict_is_one_the_thread_allows(tmp_path: Path, incident_id: str) 
 
 
 def test_every_incident_is_either_read_or_says_why_not() -> None:
+    need(bool(INCIDENTS), f"the real incidents are not at {SOURCE}")
     assert set(DECIDED_BY) | set(NOT_YET) == {i["id"] for i in INCIDENTS}
     assert not set(DECIDED_BY) & set(NOT_YET)
