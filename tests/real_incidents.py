@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 
 from capture.clock import iso
+from capture.gpu import DEVICE_FIELDS
 from lab.builder import Builder
 
 # The shared folder beside the checkout, as lab/eval/peer.py finds the seeds.
@@ -252,36 +253,15 @@ def _tail(lines: list[str]) -> dict[str, Any]:
     return {"status": "ok", "bytes": size, "truncated": False, "lines": list(lines)}
 
 
-_NVIDIA_FIELDS = (
-    "name",
-    "uuid",
-    "pci_bus_id",
-    "memory_total_bytes",
-    "memory_used_bytes",
-    "memory_free_bytes",
-    "memory_reserved_bytes",
-    "utilization_gpu_pct",
-    "utilization_memory_pct",
-    "sm_clock_mhz",
-    "sm_clock_max_mhz",
-    "power_w",
-    "temperature_c",
-    "unified_memory",
-)
-
-
 def _nvidia_device(index: int, given: dict[str, Any]) -> dict[str, Any]:
     device: dict[str, Any] = {
         "index": index,
         "vendor": "nvidia",
-        **dict.fromkeys(_NVIDIA_FIELDS),
-        "memory_api": None,
-        "clock_event_reasons": None,
-        "unified_memory_basis": None,
+        **dict.fromkeys(DEVICE_FIELDS),
         "processes": [],
+        **given,
     }
-    device.update(given)
-    unavailable = {k: UNKNOWN for k in _NVIDIA_FIELDS if device[k] is None}
+    unavailable = {k: UNKNOWN for k in DEVICE_FIELDS if device[k] is None}
     if "processes" not in given:
         # The lists were not read: empty, and said so (the contract's form).
         unavailable["processes"] = UNKNOWN
@@ -306,6 +286,17 @@ def check(
         "reason": reason,
         "answer": answer,
     }
+
+
+# The completion check an operator's setup runs, as it reads when nothing answered.
+TIMED_OUT = check(
+    "completion",
+    "completion",
+    "http://127.0.0.1:8000/v1/completions",
+    "timeout",
+    "no answer within 60 s",
+    {},
+)
 
 
 def ollama(name: str, models: list[dict[str, Any]] | None) -> dict[str, Any]:
@@ -442,18 +433,7 @@ def _vllm_ttft(archive: Path) -> str:
         at(2024, 3, 7),
         ("healthcheck", "completion", "no first token within 60 s"),
     )
-    b.checks(
-        [
-            check(
-                "completion",
-                "completion",
-                "http://127.0.0.1:8000/v1/completions",
-                "timeout",
-                "no answer within 60 s",
-                {},
-            )
-        ]
-    )
+    b.checks([TIMED_OUT])
     return b.bundle(archive)
 
 
@@ -556,18 +536,7 @@ def _gb10_lmcache(archive: Path) -> str:
         ("healthcheck", "completion", "no answer within 60 s"),
     )
     b.kernel([text for _, text in kernel], times=[t for t, _ in kernel])
-    b.checks(
-        [
-            check(
-                "completion",
-                "completion",
-                "http://127.0.0.1:8000/v1/completions",
-                "timeout",
-                "no answer within 60 s",
-                {},
-            )
-        ]
-    )
+    b.checks([TIMED_OUT])
     return b.bundle(archive)
 
 
