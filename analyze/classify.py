@@ -163,6 +163,12 @@ def _verdict(facts: Facts, ranked: list[dict[str, Any]]) -> tuple[str, list[str]
         )
         return "insufficient-evidence", findings
     findings.append("the measured sources look healthy: no rule found enough evidence")
+    # What was seen below the line is still said: a note an operator may want, not a fault.
+    findings += [
+        f"noted, not a fault ({c['fault']}, {c['score']}): {c['evidence_for'][0]}"
+        for c in ranked
+        if 0 < c["score"] < MIN_SCORE and c["evidence_for"]
+    ]
     return "no-fault", findings
 
 

@@ -295,3 +295,12 @@ def test_larger_models_loaded_one_after_another_are_no_staircase(tmp_path):
     result = verdict(tmp_path, *_unloads(held, models))
     leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
     assert leak["score"] == 0, scores(result)
+
+
+def test_a_weak_note_on_a_box_where_nothing_failed_stays_a_finding(tmp_path):
+    """The look-alike of 'strong evidence below the line': a build holding a quarter of
+    memory with the rest free is worth saying, and is not a fault."""
+    compilers = [{"pid": 300 + i, "name": "cc1plus", "rss_bytes": 4 * GIB} for i in range(8)]
+    result = verdict(tmp_path, base().processes(compilers))
+    assert result["verdict"] == "no-fault", scores(result)
+    assert any(f.startswith("noted, not a fault (build-swarm, 1)") for f in result["findings"])
