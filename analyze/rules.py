@@ -95,7 +95,7 @@ LEAK_MIN_RISES = 0.7  # most steps between successive floors go up
 TIGHT_SHARE = 0.05  # under this share available, an idle holder keeps others out (a
 #                     GB10 holding its one model runs at 10% available, and is fine)
 CULPRIT_SHARE = 0.15  # another process holding this share of the machine is what grew
-WEDGED_MIN_S = 15.0  # progress readings must span this long to show that nothing moved
+WEDGED_MIN_S = 10.0  # progress readings this far apart (two engine samples) can show nothing moved
 OVERDUE_S = 120  # a model listed this long after its unload time did not unload
 LIVE_OUTRANKS_S = 600  # a kill this long before a live hang is its context, not its cause
 PROCESS_BUNDLE_GAP_S = 60.0  # readings of one bundle are seconds apart; bundles, minutes
