@@ -244,8 +244,7 @@ def _creep_in_stats(f: Facts, j: Judgement) -> None:
     per = [r.cache / r.running for r in f.stats if r.cache is not None and r.running]
     if len(per) < STATS_UNFAILED:
         return
-    third = len(per) // 3
-    first, last = _median(per[:third]), _median(per[-third:])
+    first, last = _thirds(per)
     said = (
         f"the engine's stats lines: the KV cache per running request went from {first:.0%} "
         f"to {last:.0%} over its last {len(per)} lines"
@@ -257,6 +256,12 @@ def _creep_in_stats(f: Facts, j: Judgement) -> None:
         j.evidence_against.append(said)
 
 
+def _thirds(values: list[float]) -> tuple[float, float]:
+    """The median of the first third of a log's readings and of the last third."""
+    third = len(values) // 3
+    return _median(values[:third]), _median(values[-third:])
+
+
 def _prompts_in_log(f: Facts, j: Judgement) -> None:
     """llama-server logs each prompt's length against its slot's context: prompts growing
     through the log's tail, the last third filling most of the slot, is the conversations
@@ -264,8 +269,7 @@ def _prompts_in_log(f: Facts, j: Judgement) -> None:
     sizes = [p.tokens for p in f.prompts]
     if len(sizes) < STATS_UNFAILED:
         return
-    third = len(sizes) // 3
-    first, last = _median(sizes[:third]), _median(sizes[-third:])
+    first, last = _thirds(sizes)
     slot = f.prompts[-1].slot_context
     said = (
         f"the engine's log: prompts went from {first:.0f} to {last:.0f} tokens (medians) over "
@@ -744,15 +748,15 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             pool, share = limit, LEAK_SHARE
         elif w.failure and w.failure.dated_by.source == "kill":
             share = LEAK_SHARE  # the machine ran out and took the engine: the end agrees
-        ceiling = FULL_SHARE * pool if pool else math.inf
-        onset = _rising_floors(levels, share * pool if pool else math.inf, ceiling)
+        least, ceiling = (share * pool, FULL_SHARE * pool) if pool else (math.inf, math.inf)
+        onset = _rising_floors(levels, least, ceiling)
         said = f"from {_gib(levels[0])} to {_gib(levels[-1])} over {len(levels)} stretches"
         released = _before_release(f, name, floors)
         if onset is None and len(released) >= LEAK_MIN_STRETCHES:
             # The engine's death (the line collapses and stays down) or a restart released
             # what leaked: the floors up to it are the leak, what follows is a new process's.
             floors, levels = released, [v for _, v in released]
-            onset = _rising_floors(levels, share * pool if pool else math.inf, ceiling)
+            onset = _rising_floors(levels, least, ceiling)
         if onset is not None:
             hours = (w.end - floors[onset][0]) / HOUR_S
             rose = f"from {_gib(levels[onset])} to {_gib(levels[-1])} over the last {hours:.0f} h"
@@ -1236,13 +1240,23 @@ def host_exhaustion(f: Facts) -> Judgement:
 def _pool_full(f: Facts) -> str | None:
     """On a unified machine (GB10, Strix Halo) the accelerator's pool is the host's memory:
     MemAvailable can look healthy while the pool the device reports is nearly all used."""
+    d = _nearly_full(f, unified=True)
+    if d is None:
+        return None
+    return (
+        f"the shared memory pool of {d['name']} was {_gib(d['memory_used_bytes'])} of "
+        f"{_gib(d['memory_total_bytes'])} used: on one pool for CPU and GPU that is the "
+        "machine out of memory"
+    )
+
+
+def _nearly_full(f: Facts, unified: bool) -> dict[str, Any] | None:
+    """The first device, unified or discrete as asked, with under LOW_AVAILABLE free."""
     for d in f.gpu_devices:
         used, total = d["memory_used_bytes"], d["memory_total_bytes"]
-        if d["unified_memory"] and used and total and total - used < LOW_AVAILABLE * total:
-            return (
-                f"the shared memory pool of {d['name']} was {_gib(used)} of {_gib(total)} used: "
-                "on one pool for CPU and GPU that is the machine out of memory"
-            )
+        kind = bool(d["unified_memory"]) == unified
+        if kind and used and total and total - used < LOW_AVAILABLE * total:
+            return d
     return None
 
 
@@ -1606,11 +1620,12 @@ def _idle_without_a_queue(f: Facts, j: Judgement) -> None:
 
 
 def _card_full(f: Facts) -> str | None:
-    for d in f.gpu_devices:
-        used, total = d["memory_used_bytes"], d["memory_total_bytes"]
-        if not d["unified_memory"] and used and total and total - used < LOW_AVAILABLE * total:
-            return f"{d['name']} has {_gib(total - used)} of {_gib(total)} free for anything else"
-    return None
+    d = _nearly_full(f, unified=False)
+    if d is None:
+        return None
+    total = d["memory_total_bytes"]
+    free = total - d["memory_used_bytes"]
+    return f"{d['name']} has {_gib(free)} of {_gib(total)} free for anything else"
 
 
 def _contention(f: Facts, kind: str) -> str | None:
