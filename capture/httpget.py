@@ -142,15 +142,31 @@ def fetch(
 
 
 def _read(response: Any, deadline: float, max_bytes: int) -> tuple[bytes, bool]:
-    """Read the body in chunks, so a server that trickles cannot outlast the deadline."""
+    """Read the body as it arrives, so a server that trickles cannot outlast the deadline.
+
+    read1 returns what one receive brings: read(n) would wait for all n bytes, and a
+    server sending a byte a second keeps every receive inside its socket timeout.
+    """
     chunks: list[bytes] = []
     size = 0
     while size <= max_bytes:
-        if time.monotonic() > deadline:
+        left = deadline - time.monotonic()
+        if left <= 0:
             raise TimeoutError("the body did not arrive in time")
-        chunk = response.read(min(65536, max_bytes + 1 - size))
+        _receive_within(response, left)
+        chunk = response.read1(min(65536, max_bytes + 1 - size))
         if not chunk:
             return b"".join(chunks), False
         chunks.append(chunk)
         size += len(chunk)
     return b"".join(chunks)[:max_bytes], True
+
+
+def _receive_within(response: Any, seconds: float) -> None:
+    """Bound the next receive by the time left, not by the whole request's timeout.
+
+    http.client gives no public handle on the socket; its SocketIO keeps it as _sock.
+    """
+    sock = getattr(getattr(response.fp, "raw", None), "_sock", None)
+    if sock is not None:
+        sock.settimeout(seconds)
