@@ -1,5 +1,6 @@
 """Secrets never reach disk: unit cases, then real processes whose command lines carry them."""
 
+import json
 import subprocess
 import sys
 import time
@@ -177,3 +178,75 @@ def test_a_value_under_a_key_that_names_a_secret_goes_whole():
     assert out["nested"] == [{"db_secret": MARK, "session_token": MARK}]
     assert out["sglang:token_usage"] == "0.52" and out["max_total_num_tokens"] == 4096
     assert out["author"] == "bob"
+
+
+@pytest.mark.parametrize(
+    ("argv", "secret"),
+    [
+        (["bash", "-c", "MY_PASS=envpass-1 llama-server --port 8080"], "envpass-1"),
+        (["exporter", "--pass", "flagpass-2"], "flagpass-2"),
+        (["gateway", "--db-pass=eqpass-3"], "eqpass-3"),
+        (["sshpass", "-p", "sshpass-4", "ssh", "-p", "2222", "gpu@box"], "sshpass-4"),
+        (["mysql", "-uroot", "-pmysqlpw-5", "llm"], "mysqlpw-5"),
+        (["curl", "-u", "admin:curlpw-6", "http://127.0.0.1:9090"], "curlpw-6"),
+        (["bash", "-c", "curl -u admin:curlpw-7 http://x"], "curlpw-7"),
+        (["psql", "postgresql://app:p@ss@w0rd-8@db:5432/llm"], "w0rd-8"),
+        (["bash", "-c", "curl -H 'Cookie: session=cookie-9' http://x"], "cookie-9"),
+        (["redis-cli", "-a", "redispw-10", "ping"], "redispw-10"),
+    ],
+)
+def test_command_lines_the_issue_found_leaking(argv, secret):
+    assert not any(secret in a for a in redact_argv(argv))
+
+
+def test_ports_and_uids_after_short_flags_are_not_passwords():
+    argv = ["sshpass", "-p", "pw", "ssh", "-p", "2222", "gpu@box"]
+    assert redact_argv(argv)[-3:] == ["-p", "2222", "gpu@box"]
+    for line in (
+        "llama-server -p 8080 --port 8081",
+        "docker run -p 8080:8080 -u 1000:1000 img",
+        "python -u server.py",
+        "mysql -uroot -p llm",  # -p then a space prompts; llm is the database
+        "llama-server --no-auth --port 8080",
+    ):
+        assert redact_text(line) == line
+        assert redact_argv(line.split()) == line.split()
+
+
+@pytest.mark.parametrize(
+    ("line", "secret"),
+    [
+        ("exec gateway --db-pass dbpass-11 --port 80", "dbpass-11"),
+        ("GET / Cookie: session=cookie-12; theme=dark", "cookie-12"),
+        ("+ curl -u admin:curlpw-13 http://x", "curlpw-13"),
+        ('{"password": "esc\\"aped-tail-14", "n_ctx": 4096}', "aped-tail-14"),
+    ],
+)
+def test_log_lines_the_issue_found_leaking(line, secret):
+    out = redact_text(line)
+    assert secret not in out and MARK in out
+
+
+def test_an_escaped_quote_keeps_the_json_valid():
+    out = redact_text('{"password": "a\\"b-tail", "n_ctx": 4096}')
+    assert json.loads(out) == {"password": MARK, "n_ctx": 4096}
+
+
+def test_keys_that_name_a_secret_by_word():
+    record = {
+        "passphrase": "p1",
+        "session_cookie": "c1",
+        "hfToken": "t1",
+        "db": {"pass": "p2", "port": 5432},
+        "password": 123456,
+        "auth": False,
+        "eos_token": "</s>",
+        "token_usage": "0.52",
+        "group_key": "g",
+        "cache_key": "k",
+    }
+    out = scrub(record)
+    assert out["passphrase"] == out["session_cookie"] == out["hfToken"] == MARK
+    assert out["db"] == {"pass": MARK, "port": 5432} and out["password"] == MARK
+    assert out["auth"] is False and out["eos_token"] == "</s>"
+    assert out["token_usage"] == "0.52" and out["group_key"] == "g" and out["cache_key"] == "k"
