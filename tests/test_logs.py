@@ -98,3 +98,64 @@ def test_journald_unit_through_journalctl(tmp_path):
     (source,) = probe(tmp_path, [{"unit": "evidence-test-none.service"}]).freeze().record["sources"]
     assert source["kind"] == "journald" and source["status"] == "ok"
     assert source["lines"] == [] and source["since"].endswith("Z")
+
+
+def test_after_copytruncate_the_nul_hole_is_skipped_and_the_last_line_kept(tmp_path):
+    # copytruncate empties the file; the engine writes on at its old offset: a hole of
+    # NULs, then the one line that matters, with no newline before it.
+    log = tmp_path / "engine.log"
+    log.write_bytes(b"\0" * 300_000 + b"CUDA out of memory\n")
+    (source,) = probe(tmp_path, [{"path": str(log)}], log_bytes=4096).freeze().record["sources"]
+    assert source["status"] == "ok" and source["truncated"] is True
+    assert source["lines"] == ["CUDA out of memory"]
+    assert source["nul_bytes"] == 4096 - len(b"CUDA out of memory\n")
+
+
+def test_a_cut_just_after_a_line_end_keeps_the_next_line(tmp_path):
+    log = tmp_path / "engine.log"
+    log.write_bytes(b"x" * 5000 + b"\n" + b"last line\n")
+    (source,) = probe(tmp_path, [{"path": str(log)}], log_bytes=1024).freeze().record["sources"]
+    assert source["lines"] == ["last line"] and "nul_bytes" not in source
+    log.write_bytes(b"y" * 2000 + b"\n" + b"z" * 1023 + b"\n")  # the cut lands on a line start
+    (source,) = probe(tmp_path, [{"path": str(log)}], log_bytes=1024).freeze().record["sources"]
+    assert source["lines"] == ["z" * 1023]
+
+
+def test_nul_runs_inside_a_log_end_lines_and_are_counted(tmp_path):
+    log = tmp_path / "engine.log"
+    log.write_bytes(b"before\n" + b"\0" * 64 + b"after\n")
+    (source,) = probe(tmp_path, [{"path": str(log)}]).freeze().record["sources"]
+    assert source["lines"] == ["before", "after"] and source["nul_bytes"] == 64
+
+
+def test_proc_kmsg_is_refused_without_being_opened(tmp_path, monkeypatch):
+    # Reading /proc/kmsg consumes the kernel's messages: the collector must not even open
+    # it, whether named directly or through a link.
+    link = tmp_path / "kernel.log"
+    link.symlink_to("/proc/kmsg")
+    opened = []
+    real_open = os.open
+    monkeypatch.setattr(
+        os, "open", lambda p, *a, **k: opened.append(str(p)) or real_open(p, *a, **k)
+    )
+    sources = (
+        probe(tmp_path, [{"path": "/proc/kmsg"}, {"path": str(link)}, {"path": "/dev/null"}])
+        .freeze()
+        .record["sources"]
+    )
+    assert [s["status"] for s in sources] == ["error", "error", "error"]
+    assert all("/proc/kmsg" in s["reason"] and "consume" in s["reason"] for s in sources[:2])
+    assert "not a regular file" in sources[2]["reason"]
+    assert not {"/proc/kmsg", str(link), "/dev/null"} & set(opened)
+
+
+def test_a_private_key_in_a_log_goes_whole_not_line_by_line(tmp_path):
+    log = tmp_path / "app.log"
+    log.write_text(
+        "loading key\n-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEAzQx9bodyline1\n"
+        "bodyline2SecretBase64==\n-----END RSA PRIVATE KEY-----\nserving on :8080\n"
+    )
+    (source,) = probe(tmp_path, [{"path": str(log)}]).freeze().record["sources"]
+    text = "\n".join(source["lines"])
+    assert "bodyline" not in text and "MIIE" not in text
+    assert source["lines"][0] == "loading key" and source["lines"][-1] == "serving on :8080"

@@ -5,6 +5,14 @@ hangs (a wedged docker daemon) costs its share of the time and is recorded as
 `timeout`, the others are still kept. Carriage returns become line breaks, because
 progress bars (tqdm) rewrite one line with \\r and a tail would show only the last
 frame. Bytes that are not UTF-8 are kept as backslash escapes, never dropped.
+
+Runs of NUL bytes are skipped and counted (`nul_bytes`): after a `copytruncate` the
+engine goes on writing at its old offset, and the file is a hole of NULs followed by
+the lines that matter (`CUDA out of memory`). A NUL ends a line, as a newline does.
+
+Only regular files outside the kernel's pseudo-filesystems are opened: opening a device
+can act (a watchdog, a tape), and reading /proc/kmsg consumes the kernel's messages.
+The collector changes nothing on the machine.
 """
 
 import contextlib
@@ -20,8 +28,12 @@ from typing import Any
 from capture.clock import iso
 from capture.config import RUNTIMES, LogSource
 from capture.probes import Probe, Reading, register, unreadable
+from capture.redact import redact_key_blocks
 
 _BREAK = re.compile(r"\r\n|\r|\n")
+_NULS = re.compile(rb"\x00+")
+_LINE_END = re.compile(rb"[\r\n\x00]")
+_PSEUDO_ROOTS = ("/proc", "/sys")  # a device under /dev is not a regular file
 _MARGIN_S = 0.2  # the probe returns what it has this long before the runner gives up on it
 
 
@@ -112,24 +124,32 @@ class Logs(Probe):
     def _file(self, path: str) -> dict[str, Any]:
         cap = self.ctx.config.limits.log_bytes
         try:
-            # O_NONBLOCK: a FIFO named by mistake must not block the open.
+            named = os.stat(path)
+        except OSError as exc:
+            reading = unreadable(exc, path)
+            return {"status": reading.status, "reason": reading.reason}
+        refusal = _refusal(path, named)
+        if refusal:
+            return {"status": "error", "reason": refusal}
+        try:
+            # O_NONBLOCK: a file swapped for a FIFO since the stat must not block the open.
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as exc:
             reading = unreadable(exc, path)
             return {"status": reading.status, "reason": reading.reason}
         try:
             info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                return {"status": "error", "reason": f"{path}: not a regular file"}
+            if (info.st_dev, info.st_ino) != (named.st_dev, named.st_ino):
+                return {"status": "error", "reason": f"{path}: replaced while being opened"}
             start = max(0, info.st_size - cap)
-            data = os.pread(fd, cap, start)
+            # One byte before the cut says whether it fell inside a line.
+            data = os.pread(fd, cap + bool(start), start - bool(start))
         except OSError as exc:
             return {"status": "error", "reason": f"{path}: {exc.strerror}"}
         finally:
             os.close(fd)
         if start:
-            # The cut fell inside a line: drop the fragment rather than keep half a line.
-            data = data[data.find(b"\n") + 1 :] if b"\n" in data else data
+            data = _without_fragment(data)
         return {
             "status": "ok",
             "size": info.st_size,
@@ -170,17 +190,45 @@ class Logs(Probe):
         cap = self.ctx.config.limits.log_bytes
         truncated = len(out) > cap
         if truncated:
-            out = out[-cap:]
-            out = out[out.find(b"\n") + 1 :] if b"\n" in out else out
+            out = _without_fragment(out[-cap - 1 :])
         return {"status": "ok", **self._lines(out, truncated)}
 
     def _lines(self, data: bytes, truncated: bool) -> dict[str, Any]:
-        lines = _BREAK.split(data.decode("utf-8", "backslashreplace"))
+        text = _NULS.sub(b"\n", data).decode("utf-8", "backslashreplace")
+        # A private key spans lines: redacted whole here, or each base64 line would pass.
+        lines = _BREAK.split(redact_key_blocks(text))
         if lines and lines[-1] == "":
             lines.pop()
         keep = self.ctx.config.limits.log_lines
+        nuls = data.count(0)
         return {
             "bytes": len(data),
             "truncated": truncated or len(lines) > keep,
-            "lines": lines[-keep:],
+            # A NUL run next to a newline leaves an empty line that was never written.
+            "lines": [line for line in lines[-keep:] if line or not nuls],
+            **({"nul_bytes": nuls} if nuls else {}),
         }
+
+
+def _refusal(path: str, info: os.stat_result) -> str | None:
+    """Why a configured log is not read, if it is not an ordinary file."""
+    if not stat.S_ISREG(info.st_mode):
+        return f"{path}: not a regular file"
+    real = os.path.realpath(path)
+    if any(real == root or real.startswith(root + "/") for root in _PSEUDO_ROOTS):
+        return (
+            f"{path}: a kernel file ({real}), not a log: reading it may consume what it "
+            "holds, as /proc/kmsg does; the kernel probe reads /dev/kmsg, which does not"
+        )
+    return None
+
+
+def _without_fragment(data: bytes) -> bytes:
+    """Drop the part line the cut fell inside, given the byte before the cut first. A cut
+    just after a line's end (or a NUL) drops nothing; a tail with no end in it is one
+    line, all of it kept."""
+    before, data = data[:1], data[1:]
+    if before in (b"\n", b"\r", b"\x00"):
+        return data
+    end = _LINE_END.search(data)
+    return data[end.end() :] if end else data
