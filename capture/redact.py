@@ -117,8 +117,11 @@ def redact_key_blocks(text: str) -> str:
 def _program_pattern() -> re.Pattern[str]:
     names = sorted(_PASSWORD_OPTIONS, key=len, reverse=True)
     alternatives = "|".join(re.escape(n).replace(r"\ ", r"\s+") for n in names)
-    # The program's own words, up to the end of its command (a pipe, ;, &&, newline).
-    return re.compile(rf"(?<![\w.-])(?:[\w./-]*/)?({alternatives})(?![\w.-])([^\n;|&]*)")
+    program = rf"(?<![\w.-])(?:[\w./-]*/)?(?:{alternatives})(?![\w.-])"
+    # The program's own words, up to the end of its command (a pipe, ;, &&, newline) or
+    # the next such program (`curl ... 'mysql -pX'` in one string).
+    words = rf"((?:(?!{program})[^\n;|&])*)"
+    return re.compile(rf"(?={program})(?:[\w./-]*/)?({alternatives}){words}")
 
 
 _PROGRAM = _program_pattern()
@@ -243,7 +246,7 @@ _RULES: list[_Rule] = [
         re.compile(
             rf"(?i)(?<![A-Za-z0-9_.-])(?P<key>{_SECRET_KEY_TEXT})"
             r"(?P<sep>\\?[\"']?\s*[=:]\s*)"
-            rf"(?P<value>{_QUOTED}|[\"'][^\"'\s]*|(?!\\)(?!\[REDACTED\]){_BARE})"
+            rf"(?P<value>{_QUOTED}|[\"'][^\"'\s]*|(?![\\{{\[])(?!\[REDACTED\]){_BARE})"
         ),
         _key_value,
     ),
@@ -267,6 +270,9 @@ def redact_argv(argv: list[str]) -> list[str]:
     program: str | None = None
     unused: dict[str, str] = {}  # the program's password options not seen yet
     for arg in argv:
+        if hide is not None and arg in ("=", ":"):
+            out.append(arg)  # `key = value` split by a shell: the value is still to come
+            continue
         if hide is not None and not arg.startswith("--"):  # `--api-key --port 80`: no value
             out.append(_hidden_value(arg, hide))
             hide = None
@@ -299,7 +305,14 @@ def _flag(arg: str, unused: dict[str, str]) -> tuple[str | None, str]:
         if not value:
             return (None if mode == ATTACHED else mode), arg
         return None, arg[:2] + _hidden_value(value, mode)
+    if _IDENTIFIER.fullmatch(arg) and names_a_secret(arg):
+        # `aws configure set aws_secret_access_key X`, or `key = X` split by a shell. Only
+        # a compound name: a bare `token` or `auth` is a verb (`gh auth login`).
+        return VALUE, arg
     return None, redact_text(arg)
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z][\w-]*[_.][\w.-]*")
 
 
 # Whole words of a mapping key that make its value a secret ({"password": "hunter2"} in
@@ -369,10 +382,10 @@ def _scrub_item(key: Any, value: Any) -> Any:
 
 
 def _hide(value: Any, counts_kept: bool) -> Any:
-    """A secret's value: strings and numbers go, a mapping is walked key by key (its
-    other fields may be readings), booleans and nulls stay (`"auth": false` is evidence)."""
+    """A secret's value, however nested: strings and numbers go (`"auth": {"basic": X}`),
+    booleans and nulls stay (`"auth": false` is evidence), and so do the keys."""
     if isinstance(value, dict):
-        return scrub(value)
+        return {k: _hide(v, counts_kept) for k, v in value.items()}
     if isinstance(value, list):
         return [_hide(v, counts_kept) for v in value]
     if isinstance(value, str):

@@ -238,8 +238,10 @@ def test_keys_that_name_a_secret_by_word():
         "session_cookie": "c1",
         "hfToken": "t1",
         "db": {"pass": "p2", "port": 5432},
+        "auth": {"basic": "b1", "enabled": True},
+        "secret_value": "s1",
         "password": 123456,
-        "auth": False,
+        "use_auth": False,
         "eos_token": "</s>",
         "token_usage": "0.52",
         "group_key": "g",
@@ -248,5 +250,6 @@ def test_keys_that_name_a_secret_by_word():
     out = scrub(record)
     assert out["passphrase"] == out["session_cookie"] == out["hfToken"] == MARK
     assert out["db"] == {"pass": MARK, "port": 5432} and out["password"] == MARK
-    assert out["auth"] is False and out["eos_token"] == "</s>"
+    assert out["auth"] == {"basic": MARK, "enabled": True} and out["secret_value"] == MARK
+    assert out["use_auth"] is False and out["eos_token"] == "</s>"
     assert out["token_usage"] == "0.52" and out["group_key"] == "g" and out["cache_key"] == "k"
