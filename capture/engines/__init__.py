@@ -21,8 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import orjson
+
 from capture import promtext
 from capture.httpget import Answer, get
+from capture.redact import scrub
 
 KINDS = ("llama_swap", "ollama", "comfyui", "a1111", "vllm", "sglang", "llama_server")
 RAW_BYTES = 64 * 1024
@@ -99,6 +102,8 @@ class Reader:
         )
         if keep_raw and endpoint.keep_tail:
             entry["body"] = answer.body[-RAW_BYTES:].decode("utf-8", "backslashreplace")
+        elif keep_raw:
+            entry["body"] = _scrubbed_body(answer)
         if answer.status == "ok":
             try:
                 entry["readings"] = endpoint.parse(answer)
@@ -106,8 +111,23 @@ class Reader:
                 entry["status"] = "error"
                 entry["reason"] = f"the answer could not be parsed: {type(exc).__name__}: {exc}"
                 if not keep_raw:  # a sample that fails to parse still keeps its evidence
-                    entry["body"] = answer.body[:RAW_BYTES].decode("utf-8", "backslashreplace")
+                    entry["body"] = _scrubbed_body(answer)
         return entry
+
+
+def _scrubbed_body(answer: Answer) -> str:
+    """The raw body, capped, unless its JSON holds a secret by key ({"auth": ...} in /props):
+    text patterns cannot see that a value is secret, so such a body is kept as its JSON
+    with those values redacted, re-serialised. The writer text-scrubs either."""
+    raw = answer.body[:RAW_BYTES].decode("utf-8", "backslashreplace")
+    try:
+        data = answer.json()
+    except ValueError:
+        return raw
+    clean = scrub(data)
+    if clean == data:
+        return raw
+    return orjson.dumps(clean).decode()[:RAW_BYTES]
 
 
 REGISTRY: dict[str, type[Reader]] = {}
