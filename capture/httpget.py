@@ -9,10 +9,14 @@ Invariants:
   "port accepts, application dead"), `error` (HTTP error, with status and body head).
 - Proxy variables are ignored: the engines are on this machine, and an answer must not
   be routed, or a URL leaked, through a proxy.
+- A URL's userinfo (`http://user:pw@host`) is HTTP basic auth: urllib would take it for
+  part of the host name. It becomes an Authorization header, kept off redirects, and
+  leaves the URL, so no answer, reason or record carries the password.
 """
 
 from __future__ import annotations
 
+import base64
 import socket
 import time
 from dataclasses import dataclass, field
@@ -103,6 +107,7 @@ def fetch(
     """Send a prepared request within timeout_s in all; the answer says which layer failed."""
     import urllib.error
 
+    _basic_auth(request)
     url = request.full_url
     start = time.monotonic()
     deadline = start + timeout_s
@@ -139,6 +144,20 @@ def fetch(
         if isinstance(cause, TimeoutError | socket.timeout):
             return Answer(url, "timeout", f"no answer within {timeout_s:g} s", elapsed_ms=elapsed)
         return Answer(url, "error", f"{type(cause).__name__}: {cause}", elapsed_ms=elapsed)
+
+
+def _basic_auth(request: urllib.request.Request) -> None:
+    """Move the URL's user and password into an Authorization header (unless one is set)."""
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    parts = urlsplit(request.full_url)
+    if parts.username is None:
+        return
+    request.full_url = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    if not request.has_header("Authorization"):
+        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        token = base64.b64encode(pair.encode()).decode()
+        request.add_unredirected_header("Authorization", f"Basic {token}")
 
 
 def _read(response: Any, deadline: float, max_bytes: int) -> tuple[bytes, bool]:
