@@ -31,7 +31,7 @@ from capture.checks import run_all as run_checks
 from capture.config import MAX_WINDOW_S, Config, ConfigError, load
 from capture.manifest import TRIGGER_KINDS
 from capture.ratelimit import Limited, admit, undo
-from capture.redact import redact_text
+from capture.redact import redact_text, scrub
 from capture.runner import Capture, Outcome, Stopped, Trigger
 from capture.serve_cli import add_serve_command
 
@@ -176,10 +176,10 @@ def capture(
     )
     manifest = outcome.manifest
     if as_json:
-        click.echo(orjson.dumps(_summary(outcome), option=orjson.OPT_INDENT_2).decode())
+        click.echo(orjson.dumps(scrub(_summary(outcome)), option=orjson.OPT_INDENT_2).decode())
     elif not quiet:
         click.echo(str(outcome.path))
-        _print_probes(manifest, outcome.headlines)
+        _print_probes(scrub(manifest), scrub(outcome.headlines))
     sys.exit(EXIT_OK if manifest["complete"] else EXIT_INCOMPLETE)
 
 
@@ -250,12 +250,13 @@ def check(
 def _report_checks(
     report: dict[str, Any], results: list[dict[str, Any]], verbose: bool, as_json: bool
 ) -> None:
+    # Printed lines end in the journal (the check timer's unit): redacted like a bundle.
     if as_json:
-        click.echo(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
+        click.echo(orjson.dumps(scrub(report), option=orjson.OPT_INDENT_2).decode())
         return
     for r in results:
         if verbose or not r["ok"]:
-            note = f": {r['reason']}" if r["reason"] else ""
+            note = f": {redact_text(r['reason'])}" if r["reason"] else ""
             click.echo(
                 f"  {r['name']:<16} {r['kind']:<10} {r['status']:<8} "
                 f"{r['elapsed_ms']:.0f} ms{note}",
