@@ -174,7 +174,7 @@ _RULES: list[_Rule] = [
     ),
     # A secret flag inside free text (a command line in a log or a `bash -c` string).
     _Rule(
-        ("-",),
+        ("key", "token", "secret", "pass", "pwd", "auth", "cookie", "credential"),
         re.compile(rf"(?i)(?<![\w-])({_FLAG}(?:[ \t]+|=))(?!-)(?:{_QUOTED}|{_BARE})"),
         _keep_group_1,
     ),
@@ -253,9 +253,15 @@ _RULES: list[_Rule] = [
 ]
 
 
+# One search for any trigger first: most strings (a path, `--port`, `8080`) hold none.
+_ANY_TRIGGER = re.compile("|".join(re.escape(t) for r in _RULES for t in r.triggers))
+
+
 def redact_text(text: str) -> str:
     """Remove secrets from free text: log lines, URLs, kernel messages, shell strings."""
     lowered = text.lower()
+    if not _ANY_TRIGGER.search(lowered):
+        return text
     for rule in _RULES:
         if any(t in lowered for t in rule.triggers):
             text = rule.pattern.sub(rule.replace, text)
