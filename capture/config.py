@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from capture.redact import redact_text
+
 ENGINE_KINDS = ("llama-swap", "ollama", "comfyui", "a1111", "vllm", "sglang", "llama-server")
 CHECK_KINDS = ("http", "completion", "command", "tcp")
 RUNTIMES = ("docker", "podman")
@@ -206,8 +208,10 @@ class _Table:
                 valid = parsed.scheme in ("http", "https") and bool(parsed.hostname)
             except ValueError:  # e.g. an unclosed IPv6 bracket
                 valid = False
-            if not valid:
-                raise ConfigError(f"{self._key(self.where, key)}: not an http(s) URL: {value!r}")
+            if not valid:  # the password of a mistyped URL is still a password
+                raise ConfigError(
+                    f"{self._key(self.where, key)}: not an http(s) URL: {redact_text(value)!r}"
+                )
         return value
 
     def duration(self, key: str, default: int) -> int:

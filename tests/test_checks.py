@@ -146,3 +146,13 @@ def test_a_command_that_fails_or_hangs(tmp_path):
 def test_no_checks_configured_is_a_usage_error(tmp_path):
     result = run_evidence("check", "--config", checks_config(tmp_path, "window_s = 1\n"))
     assert result.returncode == 2 and "no [[checks]] configured" in result.stderr
+
+
+def test_a_mistyped_url_is_refused_without_printing_its_password(tmp_path):
+    config = write_config(
+        tmp_path / "c.toml",
+        '[[checks]]\nname = "h"\nkind = "http"\nurl = "htp://admin:Typo-Pw-5531@127.0.0.1:8080/"\n',
+    )
+    result = run_evidence("check", "--archive", str(tmp_path), "--config", str(config))
+    assert result.returncode == 2 and "not an http(s) URL" in result.stderr
+    assert "Typo-Pw-5531" not in result.stderr + result.stdout
