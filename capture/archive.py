@@ -82,6 +82,14 @@ def new_bundle_name(parent: Path, stamp: str, trigger_slug: str) -> str:
     return name
 
 
+def sealed(manifest: object) -> bool:
+    """Whether a parsed manifest.json is that of a bundle: sealed by its capture, or made a
+    visible partial bundle after its capture died. Anything else is not a bundle yet."""
+    return isinstance(manifest, dict) and (
+        manifest.get("finished_at") is not None or "recovered_at" in manifest
+    )
+
+
 def inprogress_path(parent: Path, name: str) -> Path:
     return parent / f".{name}{INPROGRESS_SUFFIX}"
 

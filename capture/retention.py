@@ -7,6 +7,10 @@ baseline of its recording sheet), and a written report (its bundle and the incid
 is compared with). Besides those, the newest bundle of each host is kept, so a host never
 loses its last baseline, and a bundle still being written is never looked at.
 
+Only a real directory holding a sealed manifest is a bundle, and no symlink is followed:
+whatever else lies under bundles/ (a link planted to a directory outside the archive, a
+folder someone made by hand, a manifest that cannot be read) is not prune's to remove.
+
 A bundle goes by being renamed to a hidden name first (it vanishes at once for readers),
 then removed. The archive's database keeps what was ingested from it: prune frees the
 raw files, not the history.
@@ -14,16 +18,18 @@ raw files, not the history.
 
 import os
 import shutil
+import stat
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from capture.archive import BUNDLES
+from capture.archive import BUNDLES, sealed
+from capture.bundle import MANIFEST
 from capture.clock import iso
 
 REFERENCES = "references.jsonl"
@@ -33,7 +39,7 @@ ROUTINE = ("cron",)  # baselines: the first to go
 @dataclass
 class Bundle:
     path: Path
-    bundle_id: str | None
+    bundle_id: str
     host: str
     started: float
     routine: bool
@@ -85,30 +91,38 @@ def referenced(root: Path) -> dict[str, list[str]]:
 def inventory(root: Path) -> list[Bundle]:
     """Every sealed or partial bundle of the archive, oldest first."""
     found = []
-    base = root / BUNDLES
-    for host in sorted(base.iterdir()) if base.is_dir() else []:
-        if not host.is_dir() or host.name.startswith("."):
-            continue
-        for path in sorted(host.iterdir()):
-            if path.name.startswith(".") or not path.is_dir() or path.is_symlink():
-                continue
-            found.append(_bundle(host.name, path))
+    for host in _folders(root / BUNDLES):
+        for path in _folders(host):
+            bundle = _bundle(host.name, path)
+            if bundle is not None:
+                found.append(bundle)
     return sorted(found, key=lambda b: b.started)
 
 
-def _bundle(host: str, path: Path) -> Bundle:
+def _folders(parent: Path) -> list[Path]:
+    """The visible real directories in parent; a symlink, even to a directory, is not one."""
+    if parent.is_symlink() or not parent.is_dir():
+        return []
+    return sorted(p for p in parent.iterdir() if not p.name.startswith(".") and _real_dir(p))
+
+
+def _real_dir(path: Path) -> bool:
+    return stat.S_ISDIR(path.lstat().st_mode)
+
+
+def _bundle(host: str, path: Path) -> Bundle | None:
+    """The bundle in path; None if path holds no sealed manifest of its own."""
+    manifest_path = path / MANIFEST
     try:
-        manifest = orjson.loads((path / "manifest.json").read_bytes())
-        bundle_id, kind = manifest.get("bundle_id"), manifest["trigger"]["kind"]
+        if not stat.S_ISREG(manifest_path.lstat().st_mode):
+            return None
+        manifest = orjson.loads(manifest_path.read_bytes())
+        if not sealed(manifest):
+            return None
+        bundle_id, kind = manifest["bundle_id"], manifest["trigger"]["kind"]
         started = datetime.fromisoformat(manifest["started_at"]).timestamp()
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        # Unreadable: dated by its name, and never counted as a baseline.
-        bundle_id, kind = None, None
-        stamp = path.name.split("_")[0]
-        try:
-            started = datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()
-        except ValueError:
-            started = path.stat().st_mtime
+        return None
     size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
     return Bundle(path, bundle_id, host, started, kind in ROUTINE, size)
 
@@ -125,7 +139,7 @@ def plan(
     held: list[dict[str, Any]] = []
 
     def protected(b: Bundle) -> list[str]:
-        why = list(keep.get(b.bundle_id or "", []))
+        why = list(keep.get(b.bundle_id, []))
         if newest[b.host] is b:
             why.append(f"the newest bundle of {b.host}")
         return why

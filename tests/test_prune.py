@@ -123,3 +123,48 @@ def test_bad_usage_is_one_line(lab):
         assert result.returncode == 2, (args, result.stderr)
     unknown = run_evidence("keep", "20200101T000000Z-000000000000", "--archive", str(lab["root"]))
     assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1
+
+
+def _old_bundle_outside(outside: Path) -> Path:
+    """A sealed bundle, forty days old, in a directory that is not the archive's, beside a
+    newer one (so that it is not the newest of its host, which prune would keep anyway)."""
+    bundle(outside, "no-fault", NOW - 39 * DAY_S, host="elsewhere", seed=8)
+    return bundle(outside, "no-fault", NOW - 40 * DAY_S, host="elsewhere", seed=9)
+
+
+def test_a_symlink_out_of_the_archive_is_never_followed(lab, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("outside")
+    victim = _old_bundle_outside(outside)
+    host_dir = bundles(lab["root"])[0].parent
+    # A host directory that is a link, and a bundle directory that is a link.
+    (host_dir.parent / "planted-host").symlink_to(victim.parent, target_is_directory=True)
+    (host_dir / f"{victim.name}-planted").symlink_to(victim, target_is_directory=True)
+    out = _prune(lab["root"], "--keep-days", "0")
+    assert victim.is_dir() and (victim / "manifest.json").is_file()
+    assert all(Path(b["path"]).parent == host_dir for b in out["removed"]), out["removed"]
+
+
+def test_only_a_directory_with_a_sealed_manifest_is_a_bundle(lab):
+    host_dir = bundles(lab["root"])[0].parent
+    sealed = manifest_of(lab["made"]["baseline-40"])
+    made_by_hand = host_dir / "20200101T000000Z_notes"
+    made_by_hand.mkdir()
+    (made_by_hand / "keep-me.txt").write_text("an operator's notes")
+    unsealed = host_dir / "20200101T000001Z_manual"
+    unsealed.mkdir()
+    (unsealed / "manifest.json").write_bytes(
+        orjson.dumps({**sealed, "finished_at": None, "complete": False})
+    )
+    linked = host_dir / "20200101T000002Z_manual"
+    linked.mkdir()
+    (linked / "manifest.json").symlink_to(lab["made"]["baseline-40"] / "manifest.json")
+    out = _prune(lab["root"], "--keep-days", "0")
+    gone = {Path(b["path"]) for b in out["removed"]}
+    for path in (made_by_hand, unsealed, linked):
+        assert path.is_dir() and path not in gone, path
+    assert (made_by_hand / "keep-me.txt").read_text() == "an operator's notes"
+    assert lab["made"]["baseline-40"] in gone  # the sealed ones still go
+
+
+def manifest_of(path: Path) -> dict:
+    return orjson.loads((path / "manifest.json").read_bytes())
