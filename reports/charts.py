@@ -6,6 +6,9 @@ Invariants, which the report's reader relies on:
   a dot, so it stays visible.
 - A series with no readings is left out of the plot but named in the legend as not
   measured; a chart with no readings at all is a not-measured panel, never an empty plot.
+- A reading beyond CLIP (in the chart's display unit) is no measurement of a real machine
+  (an exporter's overflow, a sentinel): it is drawn at the limit and the chart says how
+  many were, so one absurd value can neither break the page nor pass for a reading.
 - Self-contained and deterministic: no scripts, fonts or links; every text is escaped;
   the same input gives the same string (coordinates rounded to 0.1 px).
 """
@@ -41,6 +44,7 @@ UNITS = {
     "count": (1, ""),
     "seconds": (1, " s"),
 }
+CLIP = 1e12  # display units: 1e12 GiB, %, requests or seconds
 
 
 @dataclass(frozen=True)
@@ -67,10 +71,13 @@ def line_chart(
     or seconds; gaps stay gaps, and input with no readings at all gives `not_measured`."""
     if unit not in UNITS:
         raise ValueError(f"unknown unit {unit!r}; expected one of {', '.join(UNITS)}")
+    bound = CLIP * UNITS[unit][0]
     known = [
         [(t, v) if v is not None and math.isfinite(v) else None for t, v in _by_time(ln)]
         for ln in lines
     ]
+    clipped = sum(1 for pts in known for p in pts if p and abs(p[1]) > bound)
+    known = [[p and (p[0], max(-bound, min(bound, p[1]))) for p in pts] for pts in known]
     values = [p for pts in known for p in pts if p]
     if not values:
         return not_measured(title, "no readings", width)
@@ -97,6 +104,12 @@ def line_chart(
         SVG.format(w=width, h=height, label=_esc(title)),
         f'<text x="{LEFT}" y="16" font-size="13" font-weight="bold">{_esc(title)}</text>',
     ]
+    if clipped:
+        out.append(
+            f'<text x="{right}" y="16" text-anchor="end" fill="#a00">{clipped} reading'
+            f"{'s' if clipped != 1 else ''} beyond ±{bound / scale:g}{suffix} drawn at the limit"
+            "</text>"
+        )
     for tick in y_ticks:
         ty, label = _f(y(tick)), _tick_label(tick, y_ticks[1] - y_ticks[0]) + suffix
         out.append(f'<line x1="{LEFT}" y1="{ty}" x2="{right}" y2="{ty}" stroke="#ddd"/>')

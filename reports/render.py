@@ -7,6 +7,8 @@ from typing import Any
 
 import jinja2
 
+from reports.text import code, markdown
+
 TEMPLATES = Path(__file__).parent / "templates"
 _ENV = jinja2.Environment(
     loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -31,6 +33,9 @@ def figure(value: Any, name: str = "") -> str:
 
 
 _ENV.filters["figure"] = figure
+# Values read from the machine, in Markdown: as text, and as a code span.
+_ENV.filters["md"] = markdown
+_ENV.filters["code"] = code
 
 
 def verdict_line(result: dict[str, Any]) -> str:
