@@ -117,6 +117,7 @@ class Facts:
     # The engines' periodic stats lines as readings, in the log's order (analyze/statlines).
     stats: list[statlines.Reading] = field(default_factory=list)
     prompts: list[statlines.Prompt] = field(default_factory=list)
+    loads: list[statlines.Load] = field(default_factory=list)
     previous: dict[str, Any] | None = None
     engine_load: dict[str, list[float]] = field(default_factory=dict)  # engine -> busy readings
     engine_targets_up: int | None = None  # Prometheus engine targets up at the end
@@ -209,6 +210,7 @@ def derive(con: duckdb.DuckDBPyConnection, bundle_id: str) -> Facts:
                 facts.lines.setdefault(tag, []).append(row["text"])
     facts.stats = statlines.readings(facts.lines.get("engine-stats", []))
     facts.prompts = statlines.prompts(facts.lines.get("engine-stats", []))
+    facts.loads = statlines.loads(facts.lines.get("engine-stats", []))
     facts.oom_kills = [
         (None if t is None else bundle["started_at"].timestamp() - t.timestamp(), text)
         for t, text in con.execute(

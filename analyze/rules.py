@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import groupby
 from typing import Any
 
 import orjson
@@ -218,11 +219,12 @@ def context_creep(f: Facts) -> Judgement:
     j = Judgement()
     cache = [n for n in ("kv_cache", "context_high_water") if f.has(n)]
     lengths = _history(f, "tokens_prompt") and _history(f, "tokens_generated")
+    _contexts_loaded(f, j)
     if not cache and (f.stats or f.prompts):
         _creep_in_stats(f, j)
         _prompts_in_log(f, j)
-        if j.score:
-            return j
+    if j.score and not cache:
+        return j
     if not cache and not lengths:
         j.missing.append(
             "a KV-cache metric (vllm:kv_cache_usage_perc, sglang:token_usage), the context "
@@ -283,6 +285,31 @@ def _prompts_in_log(f: Facts, j: Judgement) -> None:
         j.add(2, f"{said}: the prompts nearly fill the slot")
     else:
         j.evidence_against.append(said)
+
+
+def _contexts_loaded(f: Facts, j: Judgement) -> None:
+    """Ollama reloads a model when a caller asks for a longer num_ctx than it was loaded
+    with: one model's latest load, in the log, given more context than its first is the
+    conversations outgrowing their context (and each reload asking more memory)."""
+    by_model: dict[str, list[int]] = {}
+    for load in f.loads:
+        by_model.setdefault(load.model, []).append(load.context)
+    for model, sizes in by_model.items():
+        if len(sizes) < 2:
+            continue
+        name = model.rsplit("/", 1)[-1][:19]
+        said = " -> ".join(
+            f"{size}" + (f" ({n} loads)" if n > 1 else "")
+            for size, n in ((size, len(list(run))) for size, run in groupby(sizes))
+        )
+        if sizes[-1] >= CREEP_OVER_USUAL * sizes[0]:
+            j.add(
+                3 if _window(f).failure else 1,
+                f"the model {name} was reloaded with longer contexts ({said} tokens per "
+                "sequence): callers asked for more context than it had",
+            )
+        else:
+            j.evidence_against.append(f"the model {name} kept its context over its loads ({said})")
 
 
 def _creep_in_bundle(f: Facts, j: Judgement, cache: list[str]) -> None:

@@ -10,6 +10,10 @@ nothing scraped them (no Prometheus, an engine's /metrics not configured).
 - llama-server's line for each request it starts: `new prompt, n_ctx_slot = 8192,
   n_keep = 0, task.n_tokens = 5403` (older builds: `n_prompt_tokens = 5403`): how long
   each prompt was against the slot's context.
+- Ollama's line for each load of a model (2024-2025 releases, as pasted in its issues):
+  `msg="starting llama server" cmd="... --model /…/blobs/sha256-… --ctx-size 8192
+  --batch-size 512 ... --parallel 4 --port 36611"`: the context it was loaded with, all
+  sequences together (num_ctx times --parallel).
 
 Invariants:
 - One reading per line, in the log's order; a figure the line does not hold is absent,
@@ -34,10 +38,14 @@ _PROMPT = re.compile(
     r"new prompt, n_ctx_slot = (?P<slot>\d+),"
     r".*?(?:task\.n_tokens|n_prompt_tokens) = (?P<tokens>\d+)"
 )
+_LOAD = re.compile(
+    r'starting llama server" cmd=".*?--model (?P<model>\S+).*?--ctx-size (?P<ctx>\d+)'
+)
+_PARALLEL = re.compile(r"--parallel (\d+)")
 # The tag that keeps these lines at ingest (analyze/tags.py): the same words.
 PATTERN = (
     r"Running: \d+ reqs, (?:Swapped: \d+ reqs, )?(?:Waiting|Pending): \d+|#running-req: \d+"
-    r"|new prompt, n_ctx_slot = \d+"
+    r"|new prompt, n_ctx_slot = \d+|starting llama server\" cmd=.*--ctx-size \d+"
 )
 
 
@@ -78,3 +86,21 @@ def prompts(lines: list[str]) -> list[Prompt]:
     """Each request's prompt length, in the log's order."""
     found = (_PROMPT.search(line) for line in lines)
     return [Prompt(int(m["slot"]), int(m["tokens"])) for m in found if m]
+
+
+@dataclass(frozen=True)
+class Load:
+    model: str  # the weights' path, as the load line names it
+    context: int  # the tokens one sequence may hold (num_ctx)
+
+
+def loads(lines: list[str]) -> list[Load]:
+    """Each load of a model and the context it was given, in the log's order."""
+    out = []
+    for line in lines:
+        m = _LOAD.search(line)
+        if m:
+            parallel = _PARALLEL.search(line)
+            seqs = max(1, int(parallel.group(1))) if parallel else 1
+            out.append(Load(m["model"], int(m["ctx"]) // seqs))
+    return out

@@ -6,7 +6,7 @@ pasted in vllm-project/vllm#1492 (cut where the stored copy was cut), SGLang's d
 
 from test_classify import base, scores, verdict
 
-from analyze.statlines import Reading, prompts, readings
+from analyze.statlines import Reading, loads, prompts, readings
 from analyze.tags import tags_of
 
 V1 = (
@@ -101,3 +101,43 @@ def test_short_prompts_of_a_steady_chat_are_not_creep(tmp_path):
     result = verdict(tmp_path, b)
     creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
     assert creep["score"] == 0, scores(result)
+
+
+# Ollama's load line as its users paste it (ollama/ollama#8098, #9509; 2024-2025 releases).
+OLLAMA_LOAD = (
+    'time=2026-11-29T0{h}:00:00.907Z level=INFO source=server.go:376 msg="starting llama '
+    'server" cmd="/usr/lib/ollama/runners/cuda_v12_avx/ollama_llama_server runner --model '
+    "/root/.ollama/models/blobs/sha256-{blob} --ctx-size {ctx} --batch-size 512 --n-gpu-layers "
+    '29 --threads 104 --parallel 4 --port 38609"'
+)
+OLLAMA_FAILED = (
+    'time=2026-11-29T05:00:09.112Z level=ERROR source=sched.go:476 msg="error loading llama '
+    'server" error="llama runner process has terminated: cudaMalloc failed: out of memory"'
+)
+
+
+def test_ollamas_load_line_reads_as_the_context_per_sequence():
+    line = OLLAMA_LOAD.format(h=1, blob="dde5", ctx=8192)
+    assert [(x.model, x.context) for x in loads([line])] == [
+        ("/root/.ollama/models/blobs/sha256-dde5", 2048)  # --ctx-size is all four together
+    ]
+    assert "engine-stats" in tags_of(line)
+
+
+def test_a_model_reloaded_with_ever_more_context_before_a_failed_load_is_creep(tmp_path):
+    lines = [OLLAMA_LOAD.format(h=h, blob="dde5", ctx=c) for h, c in ((1, 8192), (2, 16384))]
+    lines += [OLLAMA_LOAD.format(h=4, blob="dde5", ctx=32768), OLLAMA_FAILED]
+    b = base(trigger=("healthcheck", "ollama", "HTTP 500")).logs(lines)
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "context-creep", scores(result)
+    assert "reloaded with longer contexts (2048 -> 4096 -> 8192" in str(result["candidates"][0])
+
+
+def test_reloads_at_the_same_context_and_another_model_are_not_creep(tmp_path):
+    lines = [OLLAMA_LOAD.format(h=h, blob="dde5", ctx=8192) for h in (1, 2, 3)]
+    lines += [OLLAMA_LOAD.format(h=4, blob="77aa", ctx=32768), OLLAMA_FAILED]
+    b = base(trigger=("healthcheck", "ollama", "HTTP 500")).logs(lines)
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "accelerator-oom", scores(result)
+    creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+    assert creep["score"] == 0

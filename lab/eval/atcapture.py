@@ -269,16 +269,24 @@ def _engine_cmd(w: World, proc: en.Proc) -> tuple[str, list[str]]:
             str(dep.slots),
             "--enable-metrics",
         ]
-    digest = f"{Random(m.key).getrandbits(256):064x}"
     return "ollama", [
         "/usr/local/bin/ollama",
         "runner",
         "--ollama-engine",
         "--model",
-        f"/usr/share/ollama/.ollama/models/blobs/sha256-{digest}",
+        ollama_blob(m.key),
         "--port",
-        str(30000 + (sum(map(ord, m.key)) * 37) % 20000),
+        str(ollama_runner_port(m.key)),
     ]
+
+
+def ollama_blob(key: str) -> str:
+    """Where Ollama keeps a model's weights: a blob named by its digest."""
+    return f"/usr/share/ollama/.ollama/models/blobs/sha256-{Random(key).getrandbits(256):064x}"
+
+
+def ollama_runner_port(key: str) -> int:
+    return 30000 + (sum(map(ord, key)) * 37) % 20000
 
 
 def _gpu(w: World, b: float) -> float | None:

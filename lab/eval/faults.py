@@ -15,9 +15,16 @@ from dataclasses import dataclass, field
 from random import Random
 
 from lab.eval import traffic as tr
-from lab.eval.profiles import GIB, Deployment, Grid, lognorm, weights_bytes
+from lab.eval.profiles import GIB, TIME_ZONES, Deployment, Grid, lognorm, weights_bytes
 
 HOUR = 3600.0
+# Local hours when a rhythm has callers: a household's afternoon and evening, an office's
+# working day, a nightly batch's run; agents and periodic clients call at every hour.
+BUSY_HOURS = {
+    "household": frozenset({12, 16, 17, 18, 19, 20, 21, 22}),
+    "office": frozenset(range(8, 18)),
+    "nightly-batch": frozenset({1, 2, 3}),
+}
 
 
 @dataclass
@@ -142,6 +149,7 @@ def adjust(rng: Random, p: Plan, dep: Deployment) -> None:
 
 def _adjust(rng: Random, p: Plan, dep: Deployment) -> None:
     if p.truth == "context-creep":
+        _callers_at_failure(rng, p, dep)
         if dep.engine == "llama-server":
             per_slot = rng.choice([16384, 24576, 32768, 32768, 65536])
             while dep.slots > 1 and per_slot * dep.slots > dep.model.max_ctx:
@@ -157,6 +165,18 @@ def _adjust(rng: Random, p: Plan, dep: Deployment) -> None:
         # Set low to leave room for the models it swaps with, but with a cache to speak of.
         need = (weights_bytes(dep) + 2.5 * GIB + 3 * dep.ctx * dep.kv_bytes) / dep.machine.acc_total
         dep.util = min(0.9, max(rng.uniform(0.4, 0.6), need))
+
+
+def _callers_at_failure(rng: Random, p: Plan, dep: Deployment) -> None:
+    """A creep fails when a grown conversation arrives: one failing in the small hours of a
+    household nobody calls would be a fault without its cause. The time zone is drawn
+    again among those that put the failure in the rhythm's busy hours."""
+    busy = BUSY_HOURS.get(dep.rhythm)
+    if busy is None or p.failure_at is None:
+        return
+    fits = [tz for tz in TIME_ZONES if int((p.failure_at / HOUR + tz) % 24.0) in busy]
+    if fits:
+        dep.tz = rng.choice(fits)
 
 
 def creep_offset(rng: Random, p: Plan, dep: Deployment, ctx_slot: int) -> Callable[[float], float]:

@@ -67,6 +67,7 @@ class World:
         self.filler_services = 0.0
         self.procs: list[en.Proc] = []
         self.memcg_kill: float | None = None
+        self.ollama_steps: list[int] = []  # scrapes where Ollama reloaded with more context
 
     # -- stage 1: who calls, and when the engine is there to answer ----------------------
 
@@ -191,13 +192,16 @@ class World:
         users = {"household": (2, 5), "office": (4, 16), "agents": (3, 10)}.get(dep.rhythm, (2, 6))
         rate = rng.randint(*users) / rng.uniform(60.0, 180.0)
         t = fail - rng.uniform(2.0, 6.0) * 60.0
+        grown = self.tr.offset
         extra = []
         while True:
             t += rng.expovariate(rate)
             if t >= grid.end:
                 break
             q = recent[rng.randrange(len(recent))]
-            extra.append((t, q[1], q[2], tf.HUMAN))
+            # The conversation retried now carries what a creeping context added since.
+            pt = min(q[1] + max(0.0, grown(t) - grown(q[0])), (self.ctx_slot - q[2]) * 0.985)
+            extra.append((t, int(pt), q[2], tf.HUMAN))
         return sorted(reqs + extra)
 
     def _creep_capacity(self, reqs: list[tf.Request]) -> tuple[list[tf.Request], float]:

@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING
 
 from lab.eval import engine as en
-from lab.eval.atcapture import cast, check, process_table
+from lab.eval.atcapture import cast, check, ollama_blob, ollama_runner_port, process_table
 from lab.eval.profiles import GIB, MIB
 
 if TYPE_CHECKING:
@@ -552,14 +552,38 @@ def _sglang_log(w: World) -> None:
         )
 
 
+def _ollama_load(w: World, proc: en.Proc, t: float, ctx: int) -> None:
+    """Ollama's line for a load: the runner's command, with the context it was given."""
+    dep = w.dep
+    iso = _local(w, t, "%Y-%m-%dT%H:%M:%S") + f".{w.rng.randrange(1000):03d}{_zone(w)}"
+    cmd = (
+        f"/usr/local/bin/ollama runner --model {ollama_blob(proc.key)} --ctx-size "
+        f"{ctx * dep.slots} --batch-size 512 --n-gpu-layers 999 --threads 8 --parallel "
+        f"{dep.slots} --port {ollama_runner_port(proc.key)}"
+    )
+    w.logs.append(
+        (t, f'time={iso} level=INFO source=server.go:410 msg="starting llama server" cmd="{cmd}"')
+    )
+
+
+def _ollama_context(w: World, proc: en.Proc, k: int) -> int:
+    """num_ctx a runner was loaded with at scrape k: doubled at each reload a longer
+    context asked for (generate.World._ollama_reloads)."""
+    steps = w.ollama_steps if proc is w.procs[0] else []
+    return w.dep.ctx * 2 ** sum(1 for s in steps if s <= k)
+
+
 def _ollama_log(w: World) -> None:
     rng, p, grid, logs = w.rng, w.plan, w.grid, w.logs
     zone = _zone(w)
     s = w.served
+    for k in w.ollama_steps:
+        _ollama_load(w, w.procs[0], grid.time(k), _ollama_context(w, w.procs[0], k))
     for proc in w.procs:
         for k in en.starts(proc.alive):
             if k == 0:
                 continue
+            _ollama_load(w, proc, grid.time(k), _ollama_context(w, proc, k))
             t = grid.time(k) + rng.uniform(2, 12)
             iso = _local(w, t, "%Y-%m-%dT%H:%M:%S") + f".{rng.randrange(1000):03d}{zone}"
             logs.append(
@@ -581,6 +605,12 @@ def _ollama_log(w: World) -> None:
         )
     fail = p.failure_at
     if fail is not None and p.ending in ("load-fail", "abort", "oom-kill"):
+        if p.ending == "load-fail":
+            a = w.procs[0]
+            ctx = _ollama_context(w, a, grid.n)
+            # The reload that fails asks for twice the context again (World.final_step).
+            asked = ctx * 2 if p.truth == "context-creep" else ctx
+            _ollama_load(w, a, fail - rng.uniform(2, 10), asked)
         iso = _local(w, fail, "%Y-%m-%dT%H:%M:%S") + f".{rng.randrange(1000):03d}{zone}"
         err = (
             "cudaMalloc failed: out of memory"

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from random import Random
 
 GIB = 1 << 30
+TIME_ZONES = (-8, -7, -6, -5, -4, -3, 0, 1, 1, 2, 3, 5.5, 8, 9, 10)  # hours east of UTC
 MIB = 1 << 20
 DAY_S = 86400.0
 RHYTHMS = ("household", "office", "nightly-batch", "agents", "retry-loop")
@@ -352,7 +353,7 @@ def deployment(rng: Random, truth: str, mach: Machine) -> Deployment:
     dep = Deployment(
         machine=mach,
         rhythm=rhythm,
-        tz=rng.choice([-8, -7, -6, -5, -4, -3, 0, 1, 1, 2, 3, 5.5, 8, 9, 10]),
+        tz=rng.choice(TIME_ZONES),
         weekend=rng.random() < 2 / 7,
         engine=engine,
         model=model,
