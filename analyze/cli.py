@@ -6,10 +6,12 @@ pressure) never loads it.
 """
 
 import csv
+import functools
 import io
 import math
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,10 +23,17 @@ from capture.archive import resolve_root
 from capture.cli import EXIT_USAGE, archive_options, fail, main
 from capture.cli import run as run  # the console script: errors as one line
 from capture.config import ConfigError, load, parse_duration
+from reports.text import printable
 
 EXIT_QUARANTINED = 1
 EXIT_LOCKED = 3
+EXIT_UNWRITABLE = 4
+EXIT_DAMAGED = 7
 READ_WAIT_S = 10.0
+# What one `evidence sql` may spend: the analyst's box is often the one that is failing.
+SQL_MEMORY = "1GB"
+SQL_THREADS = 2
+SQL_MAX_ROWS = 10_000
 
 
 def _root(archive: str | None, config_path: str | None) -> Path:
@@ -39,7 +48,7 @@ def _reader(root: Path) -> Any:
     """A read-only connection; waits a bounded time while an ingest holds the file."""
     import duckdb
 
-    from analyze.ingest import DATABASE, connect
+    from analyze.ingest import DATABASE, connect, damaged
 
     if not (root / DATABASE).exists():
         fail(f"no archive database at {root / DATABASE}: run `evidence ingest` first", EXIT_USAGE)
@@ -47,10 +56,41 @@ def _reader(root: Path) -> Any:
     while True:
         try:
             return connect(root, read_only=True)
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
-                fail(f"{root / DATABASE}: {str(exc).splitlines()[0]}", EXIT_LOCKED)
+        except duckdb.Error as exc:
+            if damaged(exc):
+                raise  # said by _guarded, with the way out
+            first = str(exc).splitlines()[0]
+            if "Could not set lock" not in first:
+                fail(f"{root / DATABASE}: cannot read it: {first}", EXIT_UNWRITABLE)
+            if time.monotonic() > deadline:
+                fail(f"{root / DATABASE}: {first}", EXIT_LOCKED)
             time.sleep(0.2)
+
+
+def _guarded(command: Callable[..., None]) -> Callable[..., None]:
+    """An analyst command that says so in one line, with the command that rebuilds it, when
+    the archive database turns out damaged: at open, or at the first read of a bad block."""
+
+    @functools.wraps(command)
+    def guarded(*args: Any, **kwargs: Any) -> None:
+        import duckdb
+
+        from analyze.ingest import DATABASE, damaged
+
+        try:
+            command(*args, **kwargs)
+        except duckdb.Error as exc:
+            if not damaged(exc):
+                raise
+            root = _root(kwargs.get("archive"), kwargs.get("config_path"))
+            fail(
+                f"{root / DATABASE}: the archive database is damaged "
+                f"({str(exc).splitlines()[0]}); rebuild it from the bundles with "
+                f"`evidence ingest --rebuild --archive {root}`",
+                EXIT_DAMAGED,
+            )
+
+    return guarded
 
 
 def _host(con: Any, host: str | None) -> str:
@@ -73,9 +113,9 @@ _INGEST_EXIT = (
     "\b\nExit status:\n  0  every bundle ingested or already present\n"
     "  1  some bundles were quarantined (see quarantine.jsonl)\n"
     "  2  bad usage\n  3  another ingest held the archive\n"
-    "  4  the archive cannot be written (a read-only or full disk); nothing was quarantined"
+    "  4  the archive cannot be written (a read-only or full disk); nothing was quarantined\n"
+    "  7  the archive database is damaged: rebuild it with --rebuild"
 )
-EXIT_UNWRITABLE = 4
 
 
 @main.command(epilog=_INGEST_EXIT)
@@ -90,12 +130,20 @@ EXIT_UNWRITABLE = 4
     metavar="SECONDS",
     help="How long to wait for another ingest to finish.",
 )
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="Ingest every bundle into a new database file that takes the old one's place; "
+    "the old file is kept beside it, renamed.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@_guarded
 def ingest(
     paths: tuple[Path, ...],
     archive: str | None,
     config_path: str | None,
     wait_s: float,
+    rebuild: bool,
     as_json: bool,
 ) -> None:
     """Bring new bundles into the archive's DuckDB file.
@@ -104,9 +152,14 @@ def ingest(
     bundles, such as those copied from other hosts). Each bundle is checked against
     schemas/ first; a broken one is listed in quarantine.jsonl with its reason and left
     untouched. Ingesting a bundle twice changes nothing. Bundles are never modified.
+
+    With --rebuild (for a damaged database), the bundles on disk and the PATHS given are
+    ingested into a new file; the old one is renamed evidence.duckdb.before-rebuild-<time>,
+    never deleted, as it still holds the bundles pruned since they were ingested.
     """
     from analyze.ingest import Locked, Unwritable
     from analyze.ingest import ingest as run_ingest
+    from analyze.ingest import rebuild as run_rebuild
     from capture.archive import ArchiveError
 
     root = _root(archive, config_path)
@@ -114,8 +167,12 @@ def ingest(
         if not path.exists():
             fail(f"{path}: no such file or directory", EXIT_USAGE)
     progress = _progress if sys.stderr.isatty() and not as_json else None
+    kept = None
     try:
-        summary = run_ingest(root, paths, wait_s=wait_s, progress=progress)
+        if rebuild:
+            summary, kept = run_rebuild(root, paths, wait_s=wait_s, progress=progress)
+        else:
+            summary = run_ingest(root, paths, wait_s=wait_s, progress=progress)
     except Locked as exc:
         fail(f"{exc}; waited, not writing beside it", EXIT_LOCKED)
     except (Unwritable, ArchiveError) as exc:
@@ -128,6 +185,8 @@ def ingest(
         click.echo(orjson.dumps(summary.as_dict(), option=orjson.OPT_INDENT_2).decode())
     else:
         click.echo(summary.line())
+    if kept is not None:
+        click.echo(f"rebuilt the archive database; the old one is kept as {kept}", err=True)
     sys.exit(EXIT_QUARANTINED if summary.quarantined else 0)
 
 
@@ -140,25 +199,47 @@ def _progress(done: int, total: int) -> None:
 @archive_options
 @click.option("--json", "as_json", is_flag=True, help="Rows as a JSON array of objects.")
 @click.option("--csv", "as_csv", is_flag=True, help="Rows as CSV with a header line.")
+@click.option(
+    "--max-rows",
+    type=click.IntRange(1),
+    default=SQL_MAX_ROWS,
+    show_default=True,
+    help="Print at most this many rows; stderr says when more were left out.",
+)
+@_guarded
 def sql(
-    query: str, archive: str | None, config_path: str | None, as_json: bool, as_csv: bool
+    query: str,
+    archive: str | None,
+    config_path: str | None,
+    as_json: bool,
+    as_csv: bool,
+    max_rows: int,
 ) -> None:
     """Ask the archive what no command foresaw: a read-only SQL query.
 
-    The database is opened read-only, so a query cannot change it. Tables: bundles,
-    probes, samples, processes, gpu_devices, gpu_processes, engines, engine_models,
-    engine_jobs, log_events, kernel_events, prometheus_series, health_checks; view
-    host_memory. See the README for their columns.
+    The database is opened read-only, so a query cannot change it, and confined to it:
+    no other file, no extension, no network. A query gets 1 GB of memory and 2 threads.
+    Tables: bundles, probes, samples, processes, gpu_devices, gpu_processes, engines,
+    engine_models, engine_jobs, log_events, kernel_events, prometheus_series,
+    health_checks; view host_memory. See the README for their columns.
     """
     import duckdb
 
-    con = _reader(_root(archive, config_path))
+    from analyze.ingest import damaged
+
+    con = _confined(_reader(_root(archive, config_path)))
     try:
         cursor = con.execute(query)
-        names = [d[0] for d in cursor.description or []]
-        rows = cursor.fetchall()
+        names = [printable(d[0]) for d in cursor.description or []]
+        rows = cursor.fetchmany(max_rows + 1)  # streamed: the rest is never materialised
+    except duckdb.PermissionException as exc:
+        fail(f"sql: refused: a query reads the archive's tables only ({_first(exc)})", EXIT_USAGE)
     except duckdb.Error as exc:
-        fail(f"sql: {str(exc).splitlines()[0]}", EXIT_USAGE)
+        if damaged(exc):
+            raise
+        fail(f"sql: {_first(exc)}", EXIT_USAGE)
+    cut = len(rows) > max_rows
+    rows = rows[:max_rows]
     if as_json:
         click.echo(
             orjson.dumps(
@@ -167,23 +248,51 @@ def sql(
                 option=orjson.OPT_INDENT_2,
             ).decode()
         )
-    elif as_csv:
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(names)
-        writer.writerows(rows)
-        click.echo(out.getvalue(), nl=False)
     else:
-        click.echo(_table(names, rows))
+        cells = [[_cell(v) for v in row] for row in rows]
+        click.echo(_csv(names, cells) if as_csv else _table(names, cells), nl=not as_csv)
+    if cut:
+        click.echo(f"evidence: printed the first {max_rows} rows; there are more", err=True)
 
 
-def _table(names: list[str], rows: list[tuple[Any, ...]]) -> str:
-    cells = [[("" if v is None else str(v)) for v in row] for row in rows]
+def _confined(con: Any) -> Any:
+    """The connection a query runs on: bounded, and unable to reach anything but the
+    archive's tables. The configuration is locked last, so the query cannot undo it."""
+    for setting in (
+        f"SET memory_limit = '{SQL_MEMORY}'",
+        f"SET threads = {SQL_THREADS}",
+        "SET temp_directory = ''",  # nothing spills to disk: over the limit is an error
+        "SET enable_external_access = false",
+        "SET autoinstall_known_extensions = false",
+        "SET autoload_known_extensions = false",
+        "SET lock_configuration = true",
+    ):
+        con.execute(setting)
+    return con
+
+
+def _first(exc: BaseException) -> str:
+    return printable((str(exc).splitlines() or [""])[0])
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else printable(str(value))
+
+
+def _csv(names: list[str], cells: list[list[str]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(names)
+    writer.writerows(cells)
+    return out.getvalue()
+
+
+def _table(names: list[str], cells: list[list[str]]) -> str:
     widths = [max([len(n), *(len(r[i]) for r in cells)]) for i, n in enumerate(names)]
     lines = ["  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
-    lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    lines.append(f"({len(cells)} row{'s' if len(cells) != 1 else ''})")
     return "\n".join(lines)
 
 
@@ -196,6 +305,7 @@ def _gib(value: float | None) -> str:
 @click.option("--days", type=click.IntRange(1, 3650), default=7, show_default=True)
 @archive_options
 @click.option("--json", "as_json", is_flag=True, help="Print the baseline as JSON.")
+@_guarded
 def baseline(
     host: str | None, days: int, archive: str | None, config_path: str | None, as_json: bool
 ) -> None:
@@ -248,6 +358,7 @@ def baseline(
 )
 @archive_options
 @click.option("--json", "as_json", is_flag=True, help="Print the events as JSON.")
+@_guarded
 def timeline(
     host: str | None, since: str, archive: str | None, config_path: str | None, as_json: bool
 ) -> None:
@@ -285,6 +396,7 @@ def timeline(
 )
 @archive_options
 @click.option("--json", "as_json", is_flag=True, help="Print rows written per table as JSON.")
+@_guarded
 def export(target: Path, archive: str | None, config_path: str | None, as_json: bool) -> None:
     """Export every table as hive-partitioned Parquet (host=, date=), readable by DuckDB
     from object storage and by Spark, Trino or ClickHouse unchanged."""
@@ -305,26 +417,29 @@ def export(target: Path, archive: str | None, config_path: str | None, as_json: 
 
 
 def _resolve(root: Path, bundle: str) -> str:
-    """A bundle named by its directory, its id, or `latest`, ingested first if it is new."""
-    from analyze.ingest import Locked, connect
-    from analyze.ingest import ingest as run_ingest
+    """A bundle named by its directory, its id, or `latest`, ingested first if it is new.
+
+    On an archive that cannot be written (a read-only disk, another user's), nothing is
+    ingested: what the database already holds is read, and a bundle not in it is said to
+    be not ingested yet.
+    """
     from analyze.validate import MANIFEST
 
     path = Path(bundle)
+    if path.is_dir() and not (path / MANIFEST).exists():
+        fail(f"{path}: not a bundle (no {MANIFEST})", EXIT_USAGE)
+    unwritable = _ingest_first(root, [path] if path.is_dir() else [])
+    con = _reader(root)
     try:
         if path.is_dir():
-            if not (path / MANIFEST).exists():
-                fail(f"{path}: not a bundle (no {MANIFEST})", EXIT_USAGE)
-            summary = run_ingest(root, [path])
-            if summary.quarantined:
-                fail(f"{path}: quarantined: {summary.quarantined[0]['reason']}", EXIT_USAGE)
-            return orjson.loads((path / MANIFEST).read_bytes())["bundle_id"]
-        run_ingest(root)  # the archive's new bundles, so `latest` and ids are current
-    except Locked as exc:
-        fail(f"{exc}; try again when it is done", EXIT_LOCKED)
-    con = connect(root, read_only=True)
-    try:
-        if bundle == "latest":
+            row = _ingested(con, path)
+            if row is None:
+                fail(
+                    f"{path}: not ingested yet, and the archive cannot take it ({unwritable}); "
+                    "run `evidence ingest` where the archive can be written",
+                    EXIT_UNWRITABLE if unwritable else EXIT_USAGE,
+                )
+        elif bundle == "latest":
             row = con.execute(
                 "SELECT bundle_id FROM bundles ORDER BY started_at DESC LIMIT 1"
             ).fetchone()
@@ -336,13 +451,51 @@ def _resolve(root: Path, bundle: str) -> str:
         con.close()
     if row is None:
         fail(f"no bundle {bundle!r} in the archive {root}", EXIT_USAGE)
+    if unwritable and not path.is_dir():
+        click.echo(
+            f"evidence: note: the archive cannot be written ({unwritable}); "
+            "bundles not ingested yet were not looked at",
+            err=True,
+        )
     return str(row[0])
+
+
+def _ingest_first(root: Path, paths: list[Path]) -> str | None:
+    """Ingest the archive's new bundles (or PATHS); why it could not, if the archive cannot
+    be written. A bundle named by its directory that is quarantined ends the command."""
+    from analyze.ingest import Locked, Unwritable
+    from analyze.ingest import ingest as run_ingest
+    from capture.archive import ArchiveError
+
+    try:
+        summary = run_ingest(root, paths)
+    except Locked as exc:
+        fail(f"{exc}; try again when it is done", EXIT_LOCKED)
+    except (Unwritable, ArchiveError) as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"{exc.filename or root}: {exc.strerror}"
+    if paths and summary.quarantined:
+        fail(f"{paths[0]}: quarantined: {summary.quarantined[0]['reason']}", EXIT_USAGE)
+    return None
+
+
+def _ingested(con: Any, path: Path) -> tuple[str] | None:
+    """The row of the bundle in directory path, if the database holds it."""
+    from analyze.validate import Invalid, read_manifest
+
+    try:
+        bundle_id = read_manifest(path)["bundle_id"]
+    except (Invalid, OSError, KeyError, TypeError):
+        return None
+    return con.execute("SELECT bundle_id FROM bundles WHERE bundle_id = ?", [bundle_id]).fetchone()
 
 
 @main.command()
 @click.argument("bundle")
 @archive_options
 @click.option("--json", "as_json", is_flag=True, help="The classification contract as JSON.")
+@_guarded
 def classify(bundle: str, archive: str | None, config_path: str | None, as_json: bool) -> None:
     """Name the fault of a bundle, and show the working.
 
@@ -363,7 +516,7 @@ def classify(bundle: str, archive: str | None, config_path: str | None, as_json:
     if as_json:
         click.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
     else:
-        click.echo(classification(result), nl=False)
+        click.echo(printable(classification(result)), nl=False)
 
 
 def _bundle(root: Path, bundle: str) -> tuple[Any, str]:
@@ -376,7 +529,7 @@ def _print(data: Any, as_json: bool, text: str) -> None:
     if as_json:
         click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2, default=str).decode())
     else:
-        click.echo(text, nl=not text.endswith("\n"))
+        click.echo(printable(text), nl=not text.endswith("\n"))
 
 
 _COMPARE_EXIT = (
@@ -403,6 +556,7 @@ _COMPARE_EXIT = (
 )
 @archive_options
 @click.option("--json", "as_json", is_flag=True, help="The comparison as JSON.")
+@_guarded
 def compare(
     bundle: str,
     other: str | None,
@@ -437,6 +591,7 @@ def compare(
 @click.argument("bundle")
 @archive_options
 @click.option("--json", "as_json", is_flag=True, help="The entry's data as JSON.")
+@_guarded
 def runbook(bundle: str, archive: str | None, config_path: str | None, as_json: bool) -> None:
     """A runbook entry in Markdown: symptom, first evidence, diagnosis, recovery, prevention.
 
@@ -467,6 +622,7 @@ def runbook(bundle: str, archive: str | None, config_path: str | None, as_json: 
 )
 @archive_options
 @click.option("--json", "as_json", is_flag=True, help="The entry's data as JSON.")
+@_guarded
 def changelog(
     bundle: str,
     change: str | None,
@@ -522,7 +678,17 @@ def _write_report(root: Path, target: Path, data: dict[str, Any]) -> None:
 
     _write_page(target, report_page(data))
     against = data["comparison"]["against"]
-    refer(root, [against["bundle_id"] if against else None], f"compared with in {target.name}")
+    if against is None:
+        return
+    try:
+        refer(root, [against["bundle_id"]], f"compared with in {target.name}")
+    except OSError as exc:
+        # An archive that cannot be written cannot be pruned either: the page stands.
+        click.echo(
+            f"evidence: note: could not record that {target.name} refers to "
+            f"{against['bundle_id']} ({exc.strerror}): prune does not know to keep it",
+            err=True,
+        )
 
 
 @main.command()
@@ -536,6 +702,7 @@ def _write_report(root: Path, target: Path, data: dict[str, Any]) -> None:
 )
 @archive_options
 @click.option("--json", "as_json", is_flag=True, help="Print the pages written as JSON.")
+@_guarded
 def report(
     bundle: str | None,
     with_index: bool,
@@ -605,6 +772,7 @@ def report(
 )
 @archive_options
 @click.option("--json", "as_json", is_flag=True, help="The rules, settings and notes as JSON.")
+@_guarded
 def guardrail(
     bundle: str,
     fault: str | None,

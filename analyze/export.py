@@ -1,7 +1,8 @@
 """The archive as hive-partitioned Parquet (<dir>/<table>/host=<h>/date=<d>/*.parquet): how a
 fleet outgrows one analyst's disk. DuckDB reads it back from object storage, and Spark,
 Trino or ClickHouse read it unchanged. The date is the bundle's (its start, UTC), so
-every row of one capture lands in the same partition.
+every row of one capture lands in the same partition. Like the archive, the export is
+private: directories 0700 and files 0600, whatever the umask.
 """
 
 from pathlib import Path
@@ -9,10 +10,16 @@ from pathlib import Path
 import duckdb
 
 from analyze.ddl import TABLES
+from capture.archive import private_files
 
 
 def export(con: duckdb.DuckDBPyConnection, target: Path) -> dict[str, int]:
     """Write every table; returns the rows written per table."""
+    with private_files():
+        return _export(con, target)
+
+
+def _export(con: duckdb.DuckDBPyConnection, target: Path) -> dict[str, int]:
     target.mkdir(parents=True, exist_ok=True)
     counts = {}
     for table in TABLES:

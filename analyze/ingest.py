@@ -10,13 +10,16 @@ Invariants:
   half of one. A batch that fails to load is retried bundle by bundle, so one bundle the
   database refuses is quarantined and the others still go in.
 - One bad bundle never stops the rest.
+- The database and its WAL are private (0600) whatever the umask: they hold command lines.
+- A damaged database is never deleted: a rebuild re-ingests the bundles into a new file and
+  keeps the old one beside it.
 """
 
 import contextlib
 import errno
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +29,8 @@ import orjson
 
 from analyze import load, validate
 from analyze.ddl import migrate
-from capture.archive import INGEST_LOCK, Busy, CaptureLock
-from capture.clock import iso
+from capture.archive import INGEST_LOCK, Busy, CaptureLock, private_files
+from capture.clock import iso, stamp
 
 DATABASE = "evidence.duckdb"
 QUARANTINE = "quarantine.jsonl"
@@ -48,8 +51,22 @@ REFUSED = (duckdb.Error, ValueError, OverflowError, OSError)
 DISK_ERRORS = ("No space left on device", "Read-only file system", "Disk quota exceeded")
 
 
+# How DuckDB words a database file it cannot trust, at open or at the first read of a block.
+DAMAGE = (
+    "Corrupt database file",
+    "not a valid DuckDB database file",
+    "Could not read enough bytes",
+    "Serialization Error",
+)
+
+
 class Locked(Exception):
     """Another ingest holds the archive."""
+
+
+def damaged(exc: BaseException) -> bool:
+    """Whether a DuckDB error says the database file itself is broken."""
+    return isinstance(exc, duckdb.Error) and any(m in str(exc) for m in DAMAGE)
 
 
 @dataclass
@@ -79,9 +96,9 @@ class Summary:
         return text + (f": {reasons}{more}" if reasons else "")
 
 
-def connect(root: Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+def connect(root: Path, read_only: bool = False, name: str = DATABASE) -> duckdb.DuckDBPyConnection:
     """The archive's database, in UTC; migrated to the latest schema when writable."""
-    con = duckdb.connect(str(root / DATABASE), read_only=read_only)
+    con = duckdb.connect(str(root / name), read_only=read_only)
     con.execute("SET TimeZone = 'UTC'")
     if not read_only:
         migrate(con)
@@ -131,6 +148,48 @@ def ingest(
     wait_s: float = 30.0,
     progress: Callable[[int, int], None] | None = None,
 ) -> Summary:
+    with private_files(), _locked(root, wait_s):
+        con = _open(root, DATABASE)
+        try:
+            return _ingest(con, root, candidates(root, paths), progress)
+        finally:
+            con.close()
+
+
+def rebuild(
+    root: Path,
+    paths: Iterable[Path] = (),
+    wait_s: float = 30.0,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[Summary, Path | None]:
+    """Ingest every bundle into a new database file that then takes the archive's place.
+
+    Returns the summary and where the old file was kept (None if there was none). The old
+    file is renamed, never deleted: it may hold bundles pruned from disk since.
+    """
+    fresh = f"{DATABASE}.rebuilding"
+    with private_files(), _locked(root, wait_s):
+        for leftover in (root / fresh, root / f"{fresh}.wal"):
+            leftover.unlink(missing_ok=True)  # a rebuild that died half way: ours to redo
+        con = _open(root, fresh)
+        try:
+            summary = _ingest(con, root, candidates(root, paths), progress)
+        finally:
+            con.close()
+        old = root / DATABASE
+        kept = root / f"{DATABASE}.before-rebuild-{stamp(time.time())}"
+        if old.exists():
+            os.rename(old, kept)
+            wal = old.with_name(f"{DATABASE}.wal")
+            if wal.exists():
+                os.rename(wal, kept.with_name(f"{kept.name}.wal"))
+        os.rename(root / fresh, old)
+        return summary, kept if kept.exists() else None
+
+
+@contextlib.contextmanager
+def _locked(root: Path, wait_s: float) -> Iterator[None]:
+    """The archive's one writer: this process, for the block."""
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     lock = CaptureLock(root, INGEST_LOCK)
     try:
@@ -138,13 +197,23 @@ def ingest(
     except Busy:
         raise Locked(f"another ingest is writing {root / DATABASE}") from None
     try:
-        con = connect(root)
-        try:
-            return _ingest(con, root, candidates(root, paths), progress)
-        finally:
-            con.close()
+        yield
     finally:
         lock.release()
+
+
+def _open(root: Path, name: str) -> duckdb.DuckDBPyConnection:
+    """A writable connection; a disk that cannot hold even a new database is Unwritable."""
+    new = not (root / name).exists()
+    try:
+        return connect(root, name=name)
+    except duckdb.Error as exc:
+        if new:  # what the failed creation left holds nothing, and would read as damaged
+            for path in (root / name, root / f"{name}.wal"):
+                path.unlink(missing_ok=True)
+        if any(m in str(exc) for m in DISK_ERRORS):
+            raise Unwritable(str(exc).splitlines()[0]) from None
+        raise
 
 
 def _ingest(

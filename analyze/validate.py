@@ -3,6 +3,10 @@
 Invariants:
 - Read only: a bundle is never modified, whatever is wrong with it.
 - The first problem found is the reason given; a bundle is valid or it is not.
+- A manifest is sized before it is parsed: parsing costs about twenty times its size in
+  memory, and a real one is a few kilobytes.
+- Only a sealed bundle is read: one a capture is still writing is refused, so that its
+  half is never frozen in the archive under the id the sealed bundle will carry.
 - Nothing outside the bundle is read: file names come from the manifest and must be
   plain names of regular files (no "..", no "/", no symlinks).
 - Records are checked against schemas/ with validators compiled once per process
@@ -21,9 +25,11 @@ from typing import Any
 import fastjsonschema
 import orjson
 
+from capture.archive import INPROGRESS_SUFFIX, sealed
 from schemas import SCHEMA_DIR, SCHEMA_VERSION, schema_path
 
 MANIFEST = "manifest.json"
+MAX_MANIFEST_BYTES = 8 * 2**20
 
 
 class Invalid(Exception):
@@ -35,7 +41,7 @@ def _validator(schema_file: str) -> Any:
     return fastjsonschema.compile(json.loads((SCHEMA_DIR / schema_file).read_text()))
 
 
-def _regular(path: Path, what: str) -> bytes:
+def _regular(path: Path, what: str, limit: int | None = None) -> bytes:
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -44,7 +50,13 @@ def _regular(path: Path, what: str) -> bytes:
         raise Invalid(f"{what} is a symlink")
     if not stat.S_ISREG(info.st_mode):
         raise Invalid(f"{what} is not a regular file")
-    return path.read_bytes()
+    if limit is None:
+        return path.read_bytes()
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)  # bounded even if the file grew since it was sized
+    if info.st_size > limit or len(data) > limit:
+        raise Invalid(f"{what} is {max(info.st_size, len(data))} bytes, over the {limit} allowed")
+    return data
 
 
 def _records(name: str, data: bytes) -> list[Any]:
@@ -63,21 +75,34 @@ def _conforms(validator: Any, record: Any, where: str) -> None:
         raise Invalid(f"{where} does not match its schema: {exc.message}") from None
 
 
+def read_manifest(bundle: Path) -> Any:
+    """The parsed manifest.json of a bundle directory, sized before it is parsed."""
+    return _manifest(bundle)[1]
+
+
+def _manifest(bundle: Path) -> tuple[bytes, Any]:
+    raw = _regular(bundle / MANIFEST, MANIFEST, MAX_MANIFEST_BYTES)
+    try:
+        return raw, orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise Invalid(f"{MANIFEST} is not valid JSON (truncated?): {exc}") from None
+
+
 def check(bundle: Path) -> tuple[dict[str, Any], str, dict[str, list[Any]]]:
     """(manifest, manifest sha256, records by file name) of a valid bundle; raises Invalid."""
     if bundle.is_symlink():
         raise Invalid("the bundle directory is a symlink")
     if not bundle.is_dir():
         raise Invalid("not a directory")
-    raw = _regular(bundle / MANIFEST, MANIFEST)
-    try:
-        manifest = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise Invalid(f"{MANIFEST} is not valid JSON (truncated?): {exc}") from None
+    if bundle.name.endswith(INPROGRESS_SUFFIX):
+        raise Invalid("a capture is still writing it; ingest the bundle once it is sealed")
+    raw, manifest = _manifest(bundle)
     version = manifest.get("schema_version") if isinstance(manifest, dict) else None
     if version != SCHEMA_VERSION:
         raise Invalid(f"unknown schema_version {version!r} (this analyst reads {SCHEMA_VERSION})")
     _conforms(_validator(schema_path(MANIFEST).name), manifest, MANIFEST)
+    if not sealed(manifest):
+        raise Invalid("not sealed: a capture is still writing it, or died before sealing it")
     records: dict[str, list[Any]] = {}
     for entry in manifest["files"]:
         name = entry["name"]

@@ -14,6 +14,7 @@ import fcntl
 import os
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 BUNDLES = "bundles"
@@ -58,6 +59,18 @@ def private_dir(path: Path) -> Path:
     if not path.is_dir():
         raise ArchiveError(f"{path}: exists and is not a directory")
     return path
+
+
+@contextlib.contextmanager
+def private_files() -> Iterator[None]:
+    """Files created meanwhile by code that takes no mode (DuckDB, its WAL, COPY's Parquet)
+    are 0600 and directories 0700, whatever umask cron or a shell left. The umask is the
+    process's: meant for commands that are the only thing their process does."""
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
 
 
 def slug(text: str) -> str:
@@ -115,10 +128,11 @@ class CaptureLock:
 
     def acquire(self, wait_s: float) -> None:
         try:
-            # O_NOFOLLOW: a symlink planted at the lock's name must not be truncated through.
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            fd = self._open()
         except OSError as exc:
             raise ArchiveError(f"{self.path}: cannot open lock: {exc.strerror}") from None
+        if fd is None:
+            return
         deadline = time.monotonic() + wait_s
         while True:
             try:
@@ -140,6 +154,21 @@ class CaptureLock:
             os.pwrite(fd, f"pid {os.getpid()} since {since}".encode(), 0)
         except OSError:
             pass
+
+    def _open(self) -> int | None:
+        """The lock file; None on a read-only file system that has none, where no writer can
+        run and there is nothing to exclude (a read there still gets its one clear error)."""
+        # O_NOFOLLOW: a symlink planted at the lock's name must not be truncated through.
+        flags = os.O_CLOEXEC | os.O_NOFOLLOW
+        try:
+            return os.open(self.path, flags | os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            if exc.errno != errno.EROFS:
+                raise
+        try:
+            return os.open(self.path, flags | os.O_RDONLY)  # flock needs no write access
+        except FileNotFoundError:
+            return None
 
     def release(self) -> None:
         if self.fd is not None:
