@@ -70,8 +70,12 @@ DROPPED = "dropped"  # the queue was full
 
 
 def log(message: str) -> None:
-    """One line on stderr (journald keeps it); never a traceback."""
-    line = message.replace("\r", "\\r").replace("\n", "\\n")
+    """One line on stderr (journald keeps it), its secrets removed; never a traceback.
+
+    Redacted here, not at each call: http.server logs a malformed request's words as they
+    came, and a capture's own errors quote URLs.
+    """
+    line = redact_text(message).replace("\r", "\\r").replace("\n", "\\n")
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.write(f"evidence serve: {line}\n")
         sys.stderr.flush()
@@ -602,7 +606,9 @@ def _digest(text: str) -> bytes:
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
-    request_queue_size = 16
+    # Alertmanager sends a burst when many groups fire at once; a connection the backlog
+    # cannot hold is reset, and 16 reset 37 of 200. The kernel caps it at somaxconn.
+    request_queue_size = 1024
     recorder: Recorder
     token_digest: bytes | None
 
@@ -616,6 +622,13 @@ class _HTTPServer(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         exc = sys.exc_info()[1]
         log(f"error answering {client_address[0]}: {type(exc).__name__}: {exc}")
+
+
+def _byte_count(text: str) -> int | None:
+    """A Content-Length's value, or None. ASCII digits only: headers are latin-1, and
+    "\xb2" ("²") passes str.isdigit() but not int()."""
+    text = text.strip()
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 class _HTTPServer6(_HTTPServer):
@@ -687,10 +700,10 @@ class _Handler(BaseHTTPRequestHandler):
         if text is None:
             self._answer(411, {"error": "no Content-Length"})
             return None
-        if not text.strip().isdigit():
+        length = _byte_count(text)
+        if length is None:
             self._answer(400, {"error": f"Content-Length {text[:40]!r} is not a byte count"})
-            return None
-        return int(text)
+        return length
 
     def _authorized(self) -> bool:
         expected = self.server.token_digest
@@ -722,10 +735,10 @@ class _Handler(BaseHTTPRequestHandler):
         """Answer an error before reading the body. A small body is read and discarded
         first: closing a socket with unread data resets it, and the client may never see
         the answer."""
-        text = self.headers.get("Content-Length", "")
-        if text.strip().isdigit() and int(text) <= MAX_BODY_BYTES:
+        length = _byte_count(self.headers.get("Content-Length", ""))
+        if length is not None and length <= MAX_BODY_BYTES:
             with contextlib.suppress(OSError):
-                self.rfile.read(int(text))
+                self.rfile.read(length)
         self._answer(code, {"error": reason}, headers)
 
     def _answer(
@@ -823,7 +836,8 @@ class Server:
         if self._stopped:
             return
         self._stopped = True
-        self.httpd.shutdown()
+        if self._thread.is_alive():  # shutdown() waits forever for a loop never started
+            self.httpd.shutdown()
         self.httpd.server_close()
         self.recorder.close()
 
