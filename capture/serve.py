@@ -14,7 +14,9 @@ Invariants:
 - Alerts that arrive while a capture runs are coalesced into the next one; alerts whose
   capture found another capture holding the archive lock wait and are retried.
 - The same alert (Alertmanager's fingerprint) is captured at most once per cool-down;
-  the repeats are recorded, not captured.
+  the repeats are recorded, not captured. Alerts of one name (one rule, many instances,
+  each a fingerprint of its own) start at most one capture per capture.min_interval;
+  the rest are recorded, or join a capture of that name that has not started yet.
 - Labels, annotations and URLs pass capture.redact before they reach disk or the log.
 - A bad request is one answer (400, 401, 404, 405, 411, 413) and one log line; it never
   stops the server. A body is never read past MAX_BODY_BYTES.
@@ -65,6 +67,7 @@ FIRING, RESOLVED = "firing", "resolved"
 CAPTURE = "capture"  # it starts the next capture (none is running)
 COALESCED = "coalesced"  # a capture is running: it joins the next one
 COOL_DOWN = "cool-down"  # the same fingerprint was taken for a capture less than cooldown ago
+RATE_LIMITED = "rate-limited"  # a capture of this alertname started less than min_interval ago
 RECORDED = "resolved"  # a resolved alert: recorded, never captured
 DROPPED = "dropped"  # the queue was full
 
@@ -315,28 +318,33 @@ class Journal:
 
 
 class CoolDown:
-    """When each fingerprint was last taken for a capture (monotonic seconds)."""
+    """When each key (a fingerprint, an alertname) was last taken for a capture
+    (monotonic seconds)."""
 
     def __init__(self, cooldown_s: float, clock: Callable[[], float] = time.monotonic):
         self.cooldown_s = cooldown_s
         self.clock = clock
         self._taken: dict[str, float] = {}
 
-    def ago(self, fingerprint: str) -> float | None:
-        """Seconds since this fingerprint was taken, if that is within the cool-down."""
+    def ago(self, key: str) -> float | None:
+        """Seconds since this key was taken, if that is within the cool-down."""
         now = self.clock()
-        self._taken = {fp: t for fp, t in self._taken.items() if now - t < self.cooldown_s}
-        taken = self._taken.get(fingerprint)
+        self._taken = {k: t for k, t in self._taken.items() if now - t < self.cooldown_s}
+        taken = self._taken.get(key)
         return None if taken is None else now - taken
 
-    def take(self, fingerprint: str) -> None:
+    def take(self, key: str) -> None:
         if self.cooldown_s > 0:
-            self._taken[fingerprint] = self.clock()
+            self._taken[key] = self.clock()
 
-    def forget(self, fingerprints: list[str]) -> None:
+    def forget(self, keys: list[str]) -> None:
         """A capture that failed did not take them: the next notification may try again."""
-        for fp in fingerprints:
-            self._taken.pop(fp, None)
+        for key in keys:
+            self._taken.pop(key, None)
+
+
+def _alertnames(batch: list[dict[str, Any]]) -> list[str]:
+    return [r["labels"]["alertname"] for r in batch]
 
 
 class Stopping(Exception):
@@ -355,12 +363,16 @@ class Recorder:
         capture: Callable[[Trigger], Outcome],
         journal: Journal,
         cooldown_s: float,
+        min_interval_s: float = 0,
         retry_s: float = RETRY_S,
         clock: Callable[[], float] = time.monotonic,
     ):
         self._capture = capture
         self.journal = journal
         self.cooldown = CoolDown(cooldown_s, clock)
+        # Taken when a capture starts, not when an alert arrives: alerts of one name that
+        # arrive before their capture starts join it, and cost no bundle of their own.
+        self.per_name = CoolDown(min_interval_s, clock)
         self.retry_s = retry_s
         self._cond = threading.Condition()
         self._pending: list[dict[str, Any]] = []
@@ -413,6 +425,13 @@ class Recorder:
                 f"the same alert (fingerprint {fingerprint}) was taken for a "
                 f"capture {ago:.0f} s ago; cool-down {self.cooldown.cooldown_s:g} s"
             )
+        name = record["labels"]["alertname"]
+        ago = self.per_name.ago(name)
+        if ago is not None:
+            return RATE_LIMITED, (
+                f"a capture for {name} started {ago:.0f} s ago; capture.min_interval "
+                f"{self.per_name.cooldown_s:g} s"
+            )
         if len(self._pending) >= MAX_PENDING:
             return DROPPED, f"{MAX_PENDING} alerts already wait for the next capture"
         self.cooldown.take(fingerprint)
@@ -439,6 +458,8 @@ class Recorder:
                     return
                 batch, self._pending = self._pending, []
                 self._running = True
+                for name in _alertnames(batch):
+                    self.per_name.take(name)
             attempts += 1
             busy = False
             try:
@@ -461,7 +482,7 @@ class Recorder:
 
     def _run(self, batch: list[dict[str, Any]], attempts: int) -> bool:
         """One capture of a batch; True if another capture held the lock (retry later)."""
-        names = [r["labels"]["alertname"] for r in batch]
+        names = _alertnames(batch)
         trigger = Trigger(kind="alert", name=names[0], detail=describe(batch), alerts=tuple(batch))
         log(f"capture started: alert:{trigger.name} ({trigger.detail})")
         started = time.monotonic()
@@ -507,6 +528,7 @@ class Recorder:
         if result == "failed":
             with self._cond:
                 self.cooldown.forget(fingerprints)
+                self.per_name.forget(_alertnames(batch))
         self.journal.write(
             {
                 "event": "capture",
@@ -517,7 +539,7 @@ class Recorder:
                 "bundle_id": outcome.manifest.get("bundle_id") if outcome else None,
                 "complete": outcome.manifest.get("complete") if outcome else None,
                 "attempts": attempts,
-                "alertnames": [r["labels"]["alertname"] for r in batch],
+                "alertnames": _alertnames(batch),
                 "fingerprints": fingerprints,
             }
         )
@@ -803,7 +825,9 @@ class Server:
         def capture(trigger: Trigger) -> Outcome:
             return Capture(config, trigger, self.window_s, root).run()
 
-        self.recorder = Recorder(capture, journal, cooldown_s, retry_s)
+        self.recorder = Recorder(
+            capture, journal, cooldown_s, config.limits.min_interval_s, retry_s
+        )
         host, port = listen
         cls = _HTTPServer6 if ":" in host else _HTTPServer
         try:

@@ -403,6 +403,28 @@ def test_a_flapping_alert_captures_once_per_cool_down(start):
     wait_for(lambda: settled(server, 2), what="the second capture")
 
 
+def test_one_alertname_starts_one_capture_per_min_interval_whatever_its_fingerprints(start):
+    server = start(window_s=0)  # capture.min_interval: 60 s, the default
+    # One rule firing on five GPUs, each its own group: five notifications, five
+    # fingerprints, one name.
+    assert post(server.url, payload(alert("GpuHot", "g0", gpu="0")))[1]["actions"] == {"capture": 1}
+    wait_for(lambda: settled(server, 1), what="the capture")
+    for i in range(1, 5):
+        answer = post(server.url, payload(alert("GpuHot", f"g{i}", gpu=str(i))))[1]
+        assert answer["actions"] == {"rate-limited": 1}
+    time.sleep(0.3)
+    assert server.recorder.idle and len(bundles(server.root)) == 1
+    lines = [r for r in journal(server.root) if r["event"] == "alert"]
+    assert [r["action"] for r in lines] == ["capture"] + ["rate-limited"] * 4
+    assert "capture.min_interval 60 s" in lines[-1]["reason"]
+    # Instances of one name that arrive together are one bundle; another name is not limited.
+    both = payload(alert("DiskFull", "d0", disk="a"), alert("DiskFull", "d1", disk="b"))
+    assert post(server.url, both)[1]["actions"] == {"capture": 2}
+    wait_for(lambda: settled(server, 2), what="the second capture")
+    newest = max(bundles(server.root), key=lambda b: manifest(b)["started_at"])
+    assert [a["fingerprint"] for a in manifest(newest)["trigger"]["alerts"]] == ["d0", "d1"]
+
+
 def test_a_resolved_alert_is_recorded_not_captured(start):
     server = start(window_s=0)
     status, answer = post(server.url, payload(alert("Gone", "g1", status="resolved")))
