@@ -10,7 +10,9 @@ Invariants:
 - Nothing received is lost silently: every alert of every accepted notification gets one
   line in <archive>/alerts.jsonl (0600) saying what was done with it and why (captured,
   coalesced into the next capture, cooled down, resolved). Every capture attempt that
-  ends (sealed, failed, abandoned at shutdown) gets a line too, naming its alerts.
+  ends (sealed, failed, abandoned at shutdown) gets a line too, naming its alerts. The
+  journal is bounded (rotated past JOURNAL_MAX_BYTES, one older generation kept) and
+  says where it was rotated or trimmed by prune.
 - Alerts that arrive while a capture runs are coalesced into the next one; alerts whose
   capture found another capture holding the archive lock wait and are retried.
 - The same alert (Alertmanager's fingerprint) is captured at most once per cool-down;
@@ -35,17 +37,18 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from socketserver import TCPServer
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import orjson
 
-from capture.archive import ArchiveError, Busy, private_dir
+from capture.archive import ArchiveError, Busy, CaptureLock, private_dir
 from capture.clock import iso
 from capture.config import Config
 from capture.redact import MARK, redact_text, scrub
@@ -55,6 +58,10 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9095
 PATHS = ("/", "/alertmanager")
 JOURNAL = "alerts.jsonl"
+JOURNAL_MAX_BYTES = 8 * 2**20  # about 10,000 alerts; past it the journal is rotated
+ROTATED = f"{JOURNAL}.1"  # the one older generation kept
+JOURNAL_LOCK = f".{JOURNAL}.lock"
+JOURNAL_LOCK_WAIT_S = 10.0  # prune's trim rewrites at most twice JOURNAL_MAX_BYTES
 MAX_BODY_BYTES = 1024 * 1024  # one notification; a group past it wants max_alerts
 READ_TIMEOUT_S = 5.0  # a client that stops sending mid-body costs one thread this long
 RETRY_S = 5.0  # after Busy: another capture (cron, a check) holds the archive lock
@@ -274,10 +281,16 @@ def describe(records: list[dict[str, Any]]) -> str:
 
 
 class Journal:
-    """<archive>/alerts.jsonl: one line per received alert and per finished capture."""
+    """<archive>/alerts.jsonl: one line per received alert and per finished capture.
 
-    def __init__(self, root: Path):
+    Bounded: past max_bytes the file becomes alerts.jsonl.1 (replacing the generation
+    before it) and a new one starts with a line saying so. The newest lines are kept, and
+    the journal never holds more than twice max_bytes.
+    """
+
+    def __init__(self, root: Path, max_bytes: int = JOURNAL_MAX_BYTES):
         self.path = root / JOURNAL
+        self.max_bytes = max_bytes
         self._lock = threading.Lock()
 
     def open(self) -> None:
@@ -298,20 +311,130 @@ class Journal:
 
     def write(self, record: dict[str, Any]) -> bool:
         """Append one redacted line; a failure is one log line, never an exception."""
-        data = orjson.dumps(scrub(record)) + b"\n"
+        data = _line(scrub(record))
         with self._lock:
             try:
-                fd = self._open()
-                try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view) :]
-                finally:
-                    os.close(fd)
-            except OSError as exc:
-                log(f"cannot write {self.path}: {exc.strerror or exc}")
+                with _journal_locked(self.path.parent):
+                    self._append(data)
+            except (ArchiveError, Busy, OSError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                log(f"cannot write {self.path}: {reason}")
                 return False
         return True
+
+    def _append(self, data: bytes) -> None:
+        """Append under the journal's lock, rotating first if the line would pass the cap."""
+        size = _size(self.path)
+        if size and size + len(data) > self.max_bytes:
+            os.replace(self.path, self.path.with_name(ROTATED))
+            note = {
+                "event": "rotated",
+                "at": iso(time.time()),
+                "reason": f"{JOURNAL} reached {self.max_bytes} bytes: the lines before this "
+                f"one are in {ROTATED}, and the older ones were dropped",
+            }
+            data = _line(note) + data
+        fd = self._open()
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+
+
+class Trimmed(NamedTuple):
+    """What trim_journal removed."""
+
+    lines: int
+    freed_bytes: int
+
+
+def trim_journal(root: Path, keep_days: float, now: float | None = None) -> Trimmed:
+    """For `evidence prune --keep-days`: remove the journal's lines older than keep_days
+    from alerts.jsonl and alerts.jsonl.1, and say so in the journal. A line whose time
+    cannot be read is kept. Safe while a server writes: both take the journal's lock.
+
+    Raises Busy (the lock was held for JOURNAL_LOCK_WAIT_S), ArchiveError or OSError.
+    """
+    now = time.time() if now is None else now
+    cutoff = now - keep_days * 86400
+    with _journal_locked(root):
+        trimmed = [_trim(root / name, cutoff) for name in (ROTATED, JOURNAL)]
+        lines = sum(t.lines for t in trimmed)
+        if lines:
+            note = {
+                "event": "trimmed",
+                "at": iso(now),
+                "reason": f"prune removed {lines} lines older than {keep_days:g} days",
+            }
+            Journal(root)._append(_line(note))
+    return Trimmed(lines, sum(t.freed_bytes for t in trimmed))
+
+
+def _trim(path: Path, cutoff: float) -> Trimmed:
+    """Drop path's lines older than cutoff; a file left empty goes."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return Trimmed(0, 0)
+    lines = data.splitlines(keepends=True)
+    kept = [line for line in lines if not _older(line, cutoff)]
+    if len(kept) == len(lines):
+        return Trimmed(0, 0)
+    rest = b"".join(kept)
+    if rest:
+        _replace(path, rest)
+    else:
+        path.unlink()
+    return Trimmed(len(lines) - len(kept), len(data) - len(rest))
+
+
+def _older(line: bytes, cutoff: float) -> bool:
+    """Whether a journal line was written before cutoff: an alert's received_at, an event's at."""
+    try:
+        doc = orjson.loads(line)
+        return datetime.fromisoformat(doc.get("at") or doc["received_at"]).timestamp() < cutoff
+    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def _journal_locked(root: Path) -> Iterator[None]:
+    # The server's appends and prune's trim, one at a time, across processes.
+    lock = CaptureLock(root, JOURNAL_LOCK)
+    lock.acquire(JOURNAL_LOCK_WAIT_S)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _line(record: dict[str, Any]) -> bytes:
+    return orjson.dumps(record) + b"\n"
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Replace path's content at once (0600), for a reader and for a crash."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(tmp, flags, 0o600)
+    try:
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
 
 
 # --- the cool-down table and the capture queue -------------------------------------------

@@ -23,11 +23,14 @@ from conftest import EVIDENCE, bundle_errors, bundles, manifest, need, run_evide
 from fakes import closed_port
 
 from capture.archive import CaptureLock
+from capture.clock import iso
 from capture.config import from_dict
 from capture.serve import (
     JOURNAL,
     MAX_BODY_BYTES,
+    ROTATED,
     CoolDown,
+    Journal,
     PayloadError,
     Server,
     TokenError,
@@ -35,6 +38,7 @@ from capture.serve import (
     parse_listen,
     parse_payload,
     read_token,
+    trim_journal,
 )
 
 TOKEN = "s3cret-webhook-token-0123456789"
@@ -215,6 +219,57 @@ def test_a_malformed_payload_is_one_clear_reason(body, reason):
         parse_payload(body)
     message = str(caught.value)
     assert message.startswith(reason) and "\n" not in message
+
+
+# --- the journal -------------------------------------------------------------------------
+
+
+def lines_of(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def test_a_flood_rotates_the_journal_keeping_the_newest_and_saying_so(tmp_path):
+    log = Journal(tmp_path, max_bytes=4096)
+    for i in range(300):  # about 60 bytes a line: 18 KB in all
+        assert log.write({"event": "alert", "n": i, "received_at": iso(time.time())})
+    live, rotated = tmp_path / JOURNAL, tmp_path / ROTATED
+    assert live.stat().st_size <= 4096 and rotated.stat().st_size <= 4096
+    assert live.stat().st_mode & 0o777 == 0o600 == rotated.stat().st_mode & 0o777
+    newest = lines_of(live)
+    assert newest[-1]["n"] == 299
+    assert newest[0]["event"] == "rotated" and ROTATED in newest[0]["reason"]
+    older = [r["n"] for r in lines_of(rotated) if "n" in r]
+    assert older == list(range(older[0], newest[1]["n"]))  # no gap between the two
+    assert older[0] > 0  # what came before was dropped, as the note says
+
+
+def test_trim_journal_removes_lines_older_than_keep_days_and_says_so(tmp_path):
+    now = time.time()
+    day = 86400
+    (tmp_path / ROTATED).write_bytes(
+        b"".join(
+            orjson.dumps({"event": "alert", "received_at": iso(now - d * day)}) + b"\n"
+            for d in (40, 39)
+        )
+    )
+    (tmp_path / JOURNAL).write_bytes(
+        orjson.dumps({"event": "capture", "at": iso(now - 31 * day)})
+        + b"\n{torn line\n"
+        + orjson.dumps({"event": "alert", "received_at": iso(now - 2 * day)})
+        + b"\n"
+    )
+    before = (tmp_path / ROTATED).stat().st_size + (tmp_path / JOURNAL).stat().st_size
+    trimmed = trim_journal(tmp_path, keep_days=30, now=now)
+    assert trimmed.lines == 3
+    assert not (tmp_path / ROTATED).exists()  # nothing in it was recent
+    kept = (tmp_path / JOURNAL).read_bytes().splitlines()
+    assert kept[0] == b"{torn line"  # a line without a readable time is not prune's to judge
+    assert orjson.loads(kept[1])["received_at"] == iso(now - 2 * day)
+    note = orjson.loads(kept[2])
+    assert note["event"] == "trimmed" and "3 lines older than 30 days" in note["reason"]
+    assert trimmed.freed_bytes == before - sum(len(x) + 1 for x in kept[:2])
+    assert (tmp_path / JOURNAL).stat().st_mode & 0o777 == 0o600
+    assert trim_journal(tmp_path, keep_days=30, now=now) == (0, 0)  # nothing more to do
 
 
 def test_cool_down_expires():
