@@ -6,7 +6,10 @@ alert:<alertname> and the alerts themselves in the manifest's trigger.alerts.
 
 Invariants:
 - The webhook answers at once: a request only validates, records and queues. Captures
-  run one at a time in one worker thread; Alertmanager never waits for a capture.
+  run one at a time, each in a child process (`evidence serve-capture`) that one worker
+  thread waits for; Alertmanager never waits for a capture. What a capture abandons (a
+  probe thread, an NVML call that never returns) dies with its child, and a child past
+  its bound is stopped: the server stays the same size for months.
 - Nothing received is lost silently: every alert of every accepted notification gets one
   line in <archive>/alerts.jsonl (0600) saying what was done with it and why (captured,
   coalesced into the next capture, cooled down, resolved). Every capture attempt that
@@ -34,6 +37,7 @@ import os
 import signal
 import socket
 import stat
+import subprocess
 import sys
 import threading
 import time
@@ -52,7 +56,7 @@ from capture.archive import ArchiveError, Busy, CaptureLock, private_dir
 from capture.clock import iso
 from capture.config import Config
 from capture.redact import MARK, redact_text, scrub
-from capture.runner import Capture, Outcome, Trigger
+from capture.runner import SEAL_MARGIN_S, Capture, Outcome, Stopped, Trigger
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9095
@@ -65,6 +69,8 @@ JOURNAL_LOCK_WAIT_S = 10.0  # prune's trim rewrites at most twice JOURNAL_MAX_BY
 MAX_BODY_BYTES = 1024 * 1024  # one notification; a group past it wants max_alerts
 READ_TIMEOUT_S = 5.0  # a client that stops sending mid-body costs one thread this long
 RETRY_S = 5.0  # after Busy: another capture (cron, a check) holds the archive lock
+CHILD_STARTUP_S = 30.0  # a capture process's start and imports on a box that is swapping
+CHILD_GRACE_S = 5.0  # after SIGTERM, for an overrunning capture to keep what it read
 MAX_PENDING = 1000  # alerts waiting for the next capture; past it they are recorded as dropped
 DETAIL_NAMES = 10  # alert names spelled out in a trigger's detail
 LOG_ALERTS = 20  # per-alert log lines per request; the rest are in alerts.jsonl
@@ -478,7 +484,7 @@ class Recorder:
     """Decides what each received alert gets, and runs the captures, one at a time.
 
     `capture(trigger)` runs one capture and returns its Outcome, or raises Busy,
-    ArchiveError or OSError like capture.runner.Capture.run.
+    ArchiveError, CaptureFailed or OSError (see ChildCapture).
     """
 
     def __init__(
@@ -617,10 +623,8 @@ class Recorder:
                 f"retrying in {self.retry_s:g} s"
             )
             return True
-        except (ArchiveError, OSError) as exc:
-            reason = str(exc)
-            if isinstance(exc, OSError) and exc.strerror:
-                reason = f"{exc.filename or 'archive'}: {exc.strerror}"
+        except (ArchiveError, CaptureFailed, OSError) as exc:
+            reason = _os_reason(exc) if isinstance(exc, OSError) else str(exc)
             log(f"capture failed: {reason}; still serving")
             self._finished(batch, "failed", None, reason, attempts)
             return False
@@ -679,6 +683,118 @@ class Recorder:
         if left:
             log(f"stopping: {len(left)} queued alerts were not captured (see {JOURNAL})")
             self._finished(left, "not-captured", None, "the server stopped first", 0)
+
+
+# --- the capture process -----------------------------------------------------------------
+
+
+class CaptureFailed(Exception):
+    """The capture process ended without an outcome; the message says how."""
+
+
+class ChildCapture:
+    """Runs each capture in a child `evidence serve-capture` process (what `evidence
+    capture` runs, with the alerts passed on stdin) and returns its Outcome, or raises
+    Busy, ArchiveError or CaptureFailed as the child reported.
+
+    The child is stopped (SIGTERM, then SIGKILL) past its bound: the window, the seal
+    margin, the lock wait and a slow start. It runs in a session of its own, so a Ctrl-C
+    at the server's terminal does not cut a capture short; the server waits for it.
+    """
+
+    def __init__(self, config: Config, root: Path, window_s: float):
+        # -P: the server's working directory must not shadow the package. --window as
+        # repr: the child captures exactly the window the server was given.
+        self.argv = [sys.executable, "-P", "-m", "capture.serve_cli", "serve-capture"]
+        self.argv += ["--archive", str(root), "--window", repr(window_s)]
+        if config.source:
+            self.argv += ["--config", config.source]
+        self.bound_s = window_s + SEAL_MARGIN_S + config.limits.lock_wait_s + CHILD_STARTUP_S
+
+    def __call__(self, trigger: Trigger) -> Outcome:
+        request = {
+            "kind": trigger.kind,
+            "name": trigger.name,
+            "detail": trigger.detail,
+            "alerts": list(trigger.alerts),
+        }
+        pipe = subprocess.PIPE
+        child = subprocess.Popen(
+            self.argv, stdin=pipe, stdout=pipe, stderr=pipe, start_new_session=True
+        )
+        try:
+            out, err = child.communicate(orjson.dumps(request), timeout=self.bound_s)
+            overran = False
+        except subprocess.TimeoutExpired:
+            out, err = _stop_child(child)
+            overran = True
+        said = err.decode("utf-8", "replace").splitlines()
+        for line in said:
+            log(f"capture process {child.pid}: {line}")
+        if overran:
+            raise CaptureFailed(f"the capture process ran past {self.bound_s:g} s; stopped")
+        return _outcome(out, child.returncode, said)
+
+
+def _stop_child(child: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    child.terminate()  # it seals what it read as a -partial bundle
+    try:
+        return child.communicate(timeout=CHILD_GRACE_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        return child.communicate()
+
+
+def _outcome(out: bytes, code: int, said: list[str]) -> Outcome:
+    """What the child printed, back into an Outcome or the exception it stands for."""
+    try:
+        result = orjson.loads(out)
+    except orjson.JSONDecodeError:
+        how = f"was killed by signal {-code}" if code < 0 else f"exited {code}"
+        last = f": {said[-1]}" if said else ""
+        raise CaptureFailed(f"the capture process {how} without an outcome{last}") from None
+    error = result.get("error")
+    if error == "busy":
+        raise Busy(result["reason"])
+    if error == "archive":
+        raise ArchiveError(result["reason"])
+    if error:
+        raise CaptureFailed(result["reason"])
+    return Outcome(Path(result["path"]), result["manifest"], [Path(p) for p in result["recovered"]])
+
+
+def capture_child(config: Config, root: Path, window_s: float, request: bytes) -> dict[str, Any]:
+    """The child's side of ChildCapture: one capture of the trigger in `request`; its
+    outcome, or the error the server acts on (busy: retried; archive, stopped: failed)."""
+    doc = orjson.loads(request)
+    trigger = Trigger(doc["kind"], doc["name"], doc["detail"], tuple(doc["alerts"]))
+    signal.signal(signal.SIGTERM, _stop_capture)
+    try:
+        outcome = Capture(config, trigger, window_s, root, own_process=True).run()
+    except Busy as exc:
+        return {"error": "busy", "reason": str(exc)}
+    except ArchiveError as exc:
+        return {"error": "archive", "reason": str(exc)}
+    except OSError as exc:
+        return {"error": "archive", "reason": _os_reason(exc)}
+    except Stopped as exc:
+        kept = getattr(exc, "partial", None)
+        said = f"kept what was read as {kept}" if kept else "before anything was read"
+        return {"error": "stopped", "reason": f"stopped by SIGTERM, {said}"}
+    manifest = outcome.manifest
+    return {
+        "path": str(outcome.path),
+        "manifest": {k: manifest.get(k) for k in ("bundle_id", "complete", "partial_reason")},
+        "recovered": [str(p) for p in outcome.recovered],
+    }
+
+
+def _stop_capture(signum: int, frame: Any) -> None:
+    raise Stopped("stopped by SIGTERM")
+
+
+def _os_reason(exc: OSError) -> str:
+    return f"{exc.filename or 'archive'}: {exc.strerror}" if exc.strerror else str(exc)
 
 
 # --- HTTP --------------------------------------------------------------------------------
@@ -945,11 +1061,12 @@ class Server:
         except OSError as exc:
             raise ArchiveError(f"{journal.path}: cannot write: {exc.strerror}") from None
 
-        def capture(trigger: Trigger) -> Outcome:
-            return Capture(config, trigger, self.window_s, root).run()
-
         self.recorder = Recorder(
-            capture, journal, cooldown_s, config.limits.min_interval_s, retry_s
+            ChildCapture(config, root, self.window_s),
+            journal,
+            cooldown_s,
+            config.limits.min_interval_s,
+            retry_s,
         )
         host, port = listen
         cls = _HTTPServer6 if ":" in host else _HTTPServer

@@ -136,3 +136,28 @@ def add_serve_command(main: click.Group) -> None:
             fail(str(exc), EXIT_USAGE)
         except ArchiveError as exc:
             fail(str(exc), EXIT_ARCHIVE)
+
+    @main.command("serve-capture", hidden=True)
+    @click.option("--window", type=click.FloatRange(min=0, max=MAX_WINDOW_S), required=True)
+    @archive_options
+    def serve_capture(window: float, archive: str | None, config_path: str | None) -> None:
+        """One capture for `evidence serve`, in a process of its own: the trigger and its
+        alerts as JSON on stdin, the outcome (or why there is none) as JSON on stdout."""
+        import orjson
+
+        from capture.archive import resolve_root
+        from capture.cli import _config
+        from capture.serve import capture_child
+
+        config = _config(config_path)
+        root = resolve_root(archive, config.archive)
+        outcome = capture_child(config, root, window, click.get_binary_stream("stdin").read())
+        click.echo(orjson.dumps(outcome).decode())
+
+
+if __name__ == "__main__":
+    # `python -m capture.serve_cli serve-capture ...`: how the server starts a capture
+    # process with its own interpreter, wherever the `evidence` script is.
+    from capture.cli import run
+
+    run()

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,14 +22,18 @@ import orjson
 import pytest
 from conftest import EVIDENCE, bundle_errors, bundles, manifest, need, run_evidence
 from fakes import closed_port
+from test_gpu import fake_nvml, scenario  # noqa: F401  (fake_nvml is a fixture)
 
 from capture.archive import CaptureLock
 from capture.clock import iso
-from capture.config import from_dict
+from capture.config import load
+from capture.runner import Trigger
 from capture.serve import (
     JOURNAL,
     MAX_BODY_BYTES,
     ROTATED,
+    CaptureFailed,
+    ChildCapture,
     CoolDown,
     Journal,
     PayloadError,
@@ -121,7 +126,9 @@ def journal(root: Path) -> list[dict]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines()] if path.exists() else []
 
 
-def wait_for(condition, timeout: float = 20, what: str = "condition") -> None:
+def wait_for(condition, timeout: float = 60, what: str = "condition") -> None:
+    """Poll until condition holds. The timeout only bounds a failure: on a loaded 2-core CI
+    box a capture process takes seconds to start, and 20 s was once not enough."""
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
@@ -141,14 +148,14 @@ def start(tmp_path):
         retry_s: float = 5,
         serving: bool = True,
     ) -> Server:
-        config = from_dict(
-            {
-                "window_s": window_s,
-                # Nothing answers there: the prometheus probe says absent at once.
-                "prometheus": {"url": f"http://127.0.0.1:{closed_port()}"},
-                "capture": {"lock_wait_s": lock_wait_s},
-            }
+        # A file, not a dict: each capture runs in a process of its own, which reads it.
+        # Nothing answers at the Prometheus URL: the prometheus probe says absent at once.
+        path = tmp_path / f"evidence-{len(started)}.toml"
+        path.write_text(
+            f'window_s = {window_s}\n[prometheus]\nurl = "http://127.0.0.1:{closed_port()}"\n'
+            f"[capture]\nlock_wait_s = {lock_wait_s}\n"
         )
+        config = load(str(path))
         server = Server(
             config, tmp_path / "archive", ("127.0.0.1", 0), token, cooldown_s, retry_s=retry_s
         )
@@ -546,6 +553,57 @@ def test_alerts_still_waiting_at_shutdown_are_recorded_as_not_captured(start, ca
     capture = journal(server.root)[-1]
     assert capture["event"] == "capture" and capture["result"] == "not-captured"
     assert capture["fingerprints"] == ["s1"] and bundles(server.root) == []
+
+
+# --- the capture process -----------------------------------------------------------------
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[1]) == pid:
+            found.append(int(stat_file.parent.name))
+    return found
+
+
+def test_a_hung_gpu_call_dies_with_its_capture_process_not_in_the_server(
+    start,
+    fake_nvml,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+):
+    # The driver call never returns (60 s): a capture abandons its thread after 1 s. In
+    # the server's own process, each capture would leave one such thread behind.
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(fake_nvml))
+    monkeypatch.setenv("FAKE_NVML_SCENARIO", str(scenario(tmp_path, "hang-memory")))
+    server = start(window_s=0)
+    threads = threading.active_count()
+    for i in range(3):
+        assert post(server.url, payload(alert(f"Hung{i}", f"h{i}")))[0] == 200
+        wait_for(lambda n=i + 1: settled(server, n), what=f"capture {i}")
+    for bundle in bundles(server.root):
+        assert manifest(bundle)["probes"]["gpu"]["status"] == "timeout"  # it met the hang
+    wait_for(lambda: threading.active_count() <= threads, what="the request threads to end")
+    assert children_of(os.getpid()) == []
+
+
+def test_a_capture_process_past_its_bound_is_stopped_and_one_without_an_outcome_says_why(
+    tmp_path,
+):
+    child = ChildCapture(load(None), tmp_path, 0)
+    child.argv = [sys.executable, "-c", "import time; time.sleep(60)"]
+    child.bound_s = 0.5
+    started = time.monotonic()
+    with pytest.raises(CaptureFailed, match="ran past 0.5 s; stopped"):
+        child(Trigger("alert", "Slow"))
+    assert time.monotonic() - started < 5
+    child.argv = [sys.executable, "-c", "import sys; sys.exit('evidence: config: bad key')"]
+    with pytest.raises(CaptureFailed, match="exited 1 without an outcome: evidence: config"):
+        child(Trigger("alert", "Broken"))
 
 
 def test_an_archive_error_is_logged_and_the_server_keeps_serving(start, capfd):
