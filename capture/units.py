@@ -1,5 +1,5 @@
 """systemd units that start the collector: the OnFailure= capture, the baseline and check
-timers, and the webhook receiver.
+timers, the webhook receiver, and the prune timer that keeps the archive bounded.
 
 Invariants:
 - Stdlib only: the collector imports this module, and must never load duckdb or jinja2.
@@ -25,6 +25,8 @@ BASELINE_TIMER = "evidence-baseline.timer"
 CHECK_SERVICE = "evidence-check.service"
 CHECK_TIMER = "evidence-check.timer"
 SERVE_SERVICE = "evidence-serve.service"
+PRUNE_SERVICE = "evidence-prune.service"
+PRUNE_TIMER = "evidence-prune.timer"
 UNIT_NAMES = (
     CAPTURE_TEMPLATE,
     BASELINE_SERVICE,
@@ -32,12 +34,17 @@ UNIT_NAMES = (
     CHECK_SERVICE,
     CHECK_TIMER,
     SERVE_SERVICE,
+    PRUNE_SERVICE,
+    PRUNE_TIMER,
 )
 
 DEFAULT_LISTEN = "127.0.0.1:9095"
 # A capture ends within its window plus 3 s, but may first wait lock_wait_s (10 s) for
 # another capture, and Python's own start takes seconds on a box that is swapping.
 TIMEOUT_MARGIN_S = 30
+# A baseline every 10 minutes is about 700 MB a day: without prune the archive fills the disk.
+KEEP_DAYS = 30
+MAX_SIZE = "10G"
 
 # What systemd passes to a unit started by OnFailure= (systemd.exec(5), "$MONITOR_*"): how
 # the failed unit ended. oom-kill is the kernel's or systemd-oomd's kill, signal/KILL
@@ -102,12 +109,15 @@ def unit_files(
     check_timeout_s: float = 60.0,
     listen: str = DEFAULT_LISTEN,
     token_file: str | None = None,
+    keep_days: float = KEEP_DAYS,
+    max_size: str = MAX_SIZE,
 ) -> dict[str, str]:
     """File name -> content of every unit, for the `evidence` at that absolute path.
 
     archive and config, when given, are passed to every command (made absolute: a unit runs
     in /). window_s is the window of an OnFailure= capture and of the bundle `evidence
-    check` captures on a failure; check_timeout_s the longest configured check.
+    check` captures on a failure; check_timeout_s the longest configured check; keep_days
+    and max_size what the hourly `evidence prune` keeps.
     """
     if not os.path.isabs(evidence):
         raise ValueError(f"{evidence!r}: the evidence command must be an absolute path")
@@ -136,6 +146,7 @@ def unit_files(
     # %i is the instance: the failed unit's name (OnFailure=evidence-capture@%n.service),
     # so the trigger is systemd:<that unit>. %i, not %I: unescaping would turn the '-' of
     # llama-server.service into '/'.
+    prune = ["prune", "--keep-days", quote(f"{keep_days:g}"), "--max-size", quote(max_size)]
     capture = ["capture", "--window", window, "--trigger", "systemd:%i"]
     capture += ["--detail", _MONITOR_DETAIL, "--quiet"]
     return {
@@ -230,10 +241,46 @@ def unit_files(
                 run(*serve),
                 "Restart=on-failure",
                 "RestartSec=5s",
+                "# SIGTERM to serve alone: it lets its running capture process finish (the",
+                "# window, the lock wait, a slow start) and then exits; what is left past",
+                "# the stop timeout is killed.",
+                "KillMode=mixed",
+                f"TimeoutStopSec={capture_timeout + TIMEOUT_MARGIN_S}s",
                 _BOUNDS,
                 "",
                 "[Install]",
                 "WantedBy=multi-user.target",
+            ]
+        ),
+        PRUNE_SERVICE: _unit(
+            [
+                "[Unit]",
+                "Description=evidence: keep the archive bounded",
+                "",
+                "[Service]",
+                "Type=oneshot",
+                "User=root",
+                run(*prune),
+                "# It waits up to 10 s for an ingest, then removes what is past the limits.",
+                "TimeoutStartSec=10min",
+                "TimeoutStopSec=10s",
+                _BOUNDS,
+            ]
+        ),
+        PRUNE_TIMER: _unit(
+            [
+                "[Unit]",
+                "Description=evidence: prune the archive every hour",
+                "",
+                "[Timer]",
+                "# Hourly: a flood of alerts or a crash-looping unit fills the archive in",
+                "# hours, not days. At :45, away from the baselines at :00, :10, ...",
+                "OnCalendar=*:45",
+                "Persistent=true",
+                "AccuracySec=1min",
+                "",
+                "[Install]",
+                "WantedBy=timers.target",
             ]
         ),
     }

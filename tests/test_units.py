@@ -23,6 +23,8 @@ from capture.units import (
     CAPTURE_TEMPLATE,
     CHECK_SERVICE,
     CHECK_TIMER,
+    PRUNE_SERVICE,
+    PRUNE_TIMER,
     SERVE_SERVICE,
     UNIT_NAMES,
     UnitConflict,
@@ -133,7 +135,7 @@ def test_every_unit_is_generated_and_names_the_absolute_command():
             assert "User=root" in text and "MemoryMax=256M" in text, name
             assert "OOMScoreAdjust=-500" in text, name  # protected, never killed first
         assert "Documentation=" not in text
-    for timer in (BASELINE_TIMER, CHECK_TIMER):
+    for timer in (BASELINE_TIMER, CHECK_TIMER, PRUNE_TIMER):
         assert timer.replace(".timer", ".service") in files  # what the timer starts
     with pytest.raises(ValueError):
         unit_files("evidence")  # systemd wants an absolute path, and so do we
@@ -163,9 +165,26 @@ def test_timers_and_the_commands_they_start():
     serve = files[SERVE_SERVICE]
     assert systemd_argv(exec_start(serve), {}, {})[1:] == ["serve", "--listen", "127.0.0.1:9095"]
     assert "Restart=on-failure" in serve and "WantedBy=multi-user.target" in serve
+    # A stop lets the running capture process finish: SIGTERM to serve alone, and time for it.
+    assert "KillMode=mixed" in serve.splitlines()
+    stop = re.search(r"^TimeoutStopSec=(\d+)s$", serve, re.M)
+    assert stop and int(stop[1]) > 30 + 3 + 10 + 30
     # Above the capture's own bound (window + 3 s) with room for the lock wait.
     timeout = re.search(r"^TimeoutStartSec=(\d+)s$", files[CAPTURE_TEMPLATE], re.M)
     assert timeout and int(timeout[1]) > 30 + 3 + 10
+
+
+def test_the_prune_timer_runs_a_prune_the_real_command_accepts(tmp_path):
+    archive = tmp_path / "archive"
+    archive.mkdir(mode=0o700)
+    files = unit_files(EVIDENCE, archive=str(archive))
+    timer = files[PRUNE_TIMER].splitlines()
+    assert "OnCalendar=*:45" in timer and "Persistent=true" in timer
+    argv = systemd_argv(exec_start(files[PRUNE_SERVICE]), {}, {})
+    assert argv[1:6] == ["prune", "--keep-days", "30", "--max-size", "10G"]
+    done = subprocess.run(argv, cwd="/", capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "removed 0 bundle(s)" in done.stdout
 
 
 def test_archive_config_and_token_file_reach_every_command(tmp_path):
