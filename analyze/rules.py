@@ -1240,6 +1240,11 @@ def host_exhaustion(f: Facts) -> Judgement:
     # Without another process seen growing, the machine running out is how the engine's
     # own growth ended (a leak, a second model, the cache): the cause is that growth.
     j.ending = not any("not an engine" in e or "not the engine" in e for e in j.evidence_for)
+    grew = _card_grew(f)
+    if grew and not j.ending:
+        # Another process may hold more, but it is what rose that ran the machine out.
+        j.evidence_against.append(grew)
+        j.ending = True
     if _history(f, "available"):
         _exhaustion_in_window(f, j, machine_kill=bool(kills) and j.score >= 4)
         return j
@@ -1374,8 +1379,29 @@ def _exhaustion_in_window(f: Facts, j: Judgement, machine_kill: bool) -> None:
         j.add(1, f"available memory came back to {_gib(max(after))} once the victim's was freed")
     if _history(f, "accelerator_used"):
         card = shapes.step(w.incident(f.series["accelerator_used"]), fmt=_gib)
-        if not card.verdict:
+        if not card.verdict and not _card_grew(f):
             j.add(1, "the accelerator's line stayed flat: the host ran out, not the card")
+
+
+def _card_grew(f: Facts) -> str | None:
+    """The accelerator's memory (the engines' allocations) in the hour before the failure,
+    above the most it held earlier (a model loaded on demand is back at its size, not
+    grown) by a large share of the machine: the engines grew, and on a shared pool that
+    growth is what the host ran out of."""
+    if not _history(f, "accelerator_used") or not f.memory_total:
+        return None
+    w = _window(f)
+    series = f.series["accelerator_used"]
+    recent, usual = known(w.last(series, RECENT_S)), known(w.reference(series))
+    if not recent or not usual:
+        return None
+    rise = max(recent) - max(usual)
+    if rise < CULPRIT_SHARE * f.memory_total:
+        return None
+    return (
+        f"the accelerator's memory rose {_gib(rise)} above the most it held earlier "
+        f"({_gib(max(usual))}) in the hour before: the engines' own growth ran the machine out"
+    )
 
 
 def _kills_in_history(f: Facts) -> float:

@@ -208,3 +208,55 @@ def test_a_death_releases_the_leak_and_does_not_end_it(tmp_path):
     result = verdict(tmp_path, b)
     assert result["verdict"] == "leak-ratchet", scores(result)
     assert "never came back" in result["candidates"][0]["evidence_for"][0]
+
+
+def _series(job: str, values: list[float]) -> list[dict]:
+    return [{"metric": {"job": job, "device": "card1"},
+             "values": [[t, repr(v)] for t, v in zip(DAY, values, strict=True)]}]  # fmt: skip
+
+
+def _shared_pool_run_out(vm_bytes: float, card: list[float]) -> Builder:
+    """A shared pool (GTT on a Strix Halo): the engine killed by the kernel, available
+    memory nearly gone, a VM holding more than the engine ever did."""
+    n = len(DAY)
+    kill = (
+        "Out of memory: Killed process 4321 (llama-server) total-vm:66093824kB, "
+        "anon-rss:9874660kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:692kB"
+    )
+    used = [TOTAL - 2 * GIB if i >= n - 4 else 30 * GIB + card[i] for i in range(n)]
+    b = history(
+        base(trigger=("systemd", "llama-server.service", "result=oom-kill")),
+        {
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in used]
+            ),
+            "accelerator_memory_used": _series("local-llm", card),
+            "accelerator_memory_total": _series("local-llm", [TOTAL] * n),
+        },
+    ).kernel([kill], ago_s=5 * 60)
+    return b.processes(
+        [
+            {"pid": 955, "name": "qemu-system-x86", "rss_bytes": vm_bytes},
+            {"pid": 4400, "name": "worker", "rss_bytes": GIB},
+        ]  # fmt: skip
+    )
+
+
+def test_an_engine_that_grew_on_a_shared_pool_ran_it_out_though_a_vm_holds_more(tmp_path):
+    n = len(DAY)
+    # The engine's allocations: 20 GiB all day, then 60 GiB more in the last three hours.
+    card = [20 * GIB + (60 * GIB * (i - (n - 36)) / 36 if i >= n - 36 else 0) for i in range(n)]
+    result = verdict(tmp_path, _shared_pool_run_out(40 * GIB, card))
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    assert any("engines' own growth ran the machine out" in e for e in host["evidence_against"])
+    assert not any("line stayed flat" in e for e in host["evidence_for"]), host
+
+
+def test_a_vm_holding_more_while_the_engine_kept_its_size_is_what_the_host_ran_out_for(
+    tmp_path,
+):
+    card = [20 * GIB] * len(DAY)
+    result = verdict(tmp_path, _shared_pool_run_out(40 * GIB, card))
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    assert result["verdict"] == "host-exhaustion", scores(result)
+    assert any("not an engine" in e for e in host["evidence_for"]), host
