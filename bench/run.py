@@ -3,8 +3,9 @@
 The collector part (bench/capture_bench.py): freeze time, CPU and peak RSS against
 sos report and a bare script, and the freeze under the fault lab's memory-pressure stall
 against the idle machine. The analyst part (bench/archive_bench.py): ingest against
-plain DuckDB read_json, classify per bundle and a report page at 2,000 bundles. Ratios
-and figures, never pass/fail tests.
+plain DuckDB read_json, classify per bundle and a report page at 2,000 bundles. The
+receiver (bench/serve_flood.py): `evidence serve` under a flood of alerts, a trickling
+engine and a burst of connections. Ratios and figures, never pass/fail tests.
 
 Run: .venv/bin/python bench/run.py [--quick]
 """
@@ -14,6 +15,7 @@ import sys
 
 import archive_bench
 import capture_bench
+import serve_flood
 
 
 def main() -> int:
@@ -25,7 +27,9 @@ def main() -> int:
     collector = capture_bench.main(["--runs", "3", "--window", "5"] if quick else [])
     print("\n" + "=" * 100 + "\n", flush=True)
     analyst = archive_bench.main(["--bundles", "300"] if quick else [])
-    return collector or analyst
+    print("\n" + "=" * 100 + "\n", flush=True)
+    receiver = serve_flood.main(["--alerts", "2000", "--captures", "5"] if quick else [])
+    return collector or analyst or receiver
 
 
 if __name__ == "__main__":
