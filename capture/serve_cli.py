@@ -95,8 +95,9 @@ def add_serve_command(main: click.Group) -> None:
         alert:<alertname> and the alert's labels and annotations (redacted) in the
         manifest. One capture runs at a time: alerts arriving meanwhile are coalesced into
         the next bundle, and a capture that finds another one (cron, a check) holding the
-        archive is retried. The same alert captures once per --cooldown. A resolved alert
-        captures nothing. Every alert received, and what was done with it, is a line in
+        archive is retried. Each capture runs in a process of its own, stopped if it
+        overruns. The same alert captures once per --cooldown, and one alert name once
+        per capture.min_interval. A resolved alert captures nothing. Every alert received, and what was done with it, is a line in
         <archive>/alerts.jsonl. Logs one line per request and decision on stderr.
 
         \b
