@@ -97,8 +97,9 @@ def add_serve_command(main: click.Group) -> None:
         the next bundle, and a capture that finds another one (cron, a check) holding the
         archive is retried. Each capture runs in a process of its own, stopped if it
         overruns. The same alert captures once per --cooldown, and one alert name once
-        per capture.min_interval. A resolved alert captures nothing. Every alert received, and what was done with it, is a line in
-        <archive>/alerts.jsonl. Logs one line per request and decision on stderr.
+        per capture.min_interval. A resolved alert captures nothing. Every alert
+        received, and what was done with it, is a line in <archive>/alerts.jsonl. Logs
+        one line per request and decision on stderr.
 
         \b
         In alertmanager.yml:
