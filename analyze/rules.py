@@ -291,18 +291,8 @@ def _contexts_loaded(f: Facts, j: Judgement) -> None:
     """Ollama reloads a model when a caller asks for a longer num_ctx than it was loaded
     with: one model's latest load, in the log, given more context than its first is the
     conversations outgrowing their context (and each reload asking more memory)."""
-    by_model: dict[str, list[int]] = {}
-    for load in f.loads:
-        by_model.setdefault(load.model, []).append(load.context)
-    for model, sizes in by_model.items():
-        if len(sizes) < 2:
-            continue
-        name = model.rsplit("/", 1)[-1][:19]
-        said = " -> ".join(
-            f"{size}" + (f" ({n} loads)" if n > 1 else "")
-            for size, n in ((size, len(list(run))) for size, run in groupby(sizes))
-        )
-        if sizes[-1] >= CREEP_OVER_USUAL * sizes[0]:
+    for name, said, grew in _model_contexts(f):
+        if grew:
             j.add(
                 3 if _window(f).failure else 1,
                 f"the model {name} was reloaded with longer contexts ({said} tokens per "
@@ -310,6 +300,24 @@ def _contexts_loaded(f: Facts, j: Judgement) -> None:
             )
         else:
             j.evidence_against.append(f"the model {name} kept its context over its loads ({said})")
+
+
+def _model_contexts(f: Facts) -> list[tuple[str, str, bool]]:
+    """Each model loaded more than once in the log: its name, its contexts load by load
+    in words, and whether the latest is longer than the first."""
+    by_model: dict[str, list[int]] = {}
+    for load in f.loads:
+        by_model.setdefault(load.model, []).append(load.context)
+    out = []
+    for model, sizes in by_model.items():
+        if len(sizes) < 2:
+            continue
+        said = " -> ".join(
+            f"{size}" + (f" ({n} loads)" if n > 1 else "")
+            for size, n in ((size, len(list(run))) for size, run in groupby(sizes))
+        )
+        out.append((model.rsplit("/", 1)[-1][:19], said, sizes[-1] >= CREEP_OVER_USUAL * sizes[0]))
+    return out
 
 
 def _creep_in_bundle(f: Facts, j: Judgement, cache: list[str]) -> None:
@@ -1137,6 +1145,12 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
             # Loaded hours before the failure and served since: not what this failure
             # came from.
             j.add(1, f"{label} stepped up {_gib(size)} {_at(f, step.t_change or 0)}: {step.why}")
+        elif reloaded := [(n, said) for n, said, grew in _model_contexts(f) if grew]:
+            # Ollama starts a new runner for a longer context too: the same model, bigger.
+            j.evidence_against.append(
+                f"the {label} step of {_gib(size)} is {reloaded[0][0]} reloaded with a longer "
+                f"context ({reloaded[0][1]}), not a second model"
+            )
         elif w.failure and size >= BIG_MODEL_SHARE * pool and _loaded(f) is not None:
             j.add(
                 3,

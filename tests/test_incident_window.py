@@ -4,8 +4,9 @@ history where there is no Prometheus.
 """
 
 from test_classify import AT, DAY, GIB, TOTAL, available, base, healthy_bursts, scores, verdict
+from test_statlines import OLLAMA_FAILED, OLLAMA_LOAD
 
-from lab.builder import Builder, iso
+from lab.builder import Builder, engine, iso
 
 
 def up(job: str, values: list[float]) -> dict:
@@ -260,3 +261,33 @@ def test_a_vm_holding_more_while_the_engine_kept_its_size_is_what_the_host_ran_o
     host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
     assert result["verdict"] == "host-exhaustion", scores(result)
     assert any("not an engine" in e for e in host["evidence_for"]), host
+
+
+def _ollama_stepped_up(lines: list[str]) -> Builder:
+    """A card that stepped up 30 GiB an hour before Ollama failed to load a model."""
+    n = len(DAY)
+    card = [20 * GIB + (30 * GIB if i >= n - 12 else 0) for i in range(n)]
+    b = history(
+        base(trigger=("healthcheck", "ollama", "HTTP 500")),
+        {
+            "accelerator_memory_used": _series("dcgm", card),
+            "accelerator_memory_total": _series("dcgm", [80.0 * GIB] * n),
+        },
+    )
+    ps = {"/api/ps": {"models": [], "loaded": [], "size_total": 0, "size_vram_total": 0}}
+    return b.engines([engine("ollama", "ollama", readings=ps)]).logs(lines)
+
+
+def test_a_step_that_is_the_same_model_reloaded_bigger_is_not_a_second_model(tmp_path):
+    lines = [OLLAMA_LOAD.format(h=h, blob="dde5", ctx=c) for h, c in ((1, 8192), (2, 65536))]
+    result = verdict(tmp_path, _ollama_stepped_up([*lines, OLLAMA_FAILED]))
+    assert result["verdict"] == "context-creep", scores(result)
+    snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert any("reloaded with a longer context" in e for e in snu["evidence_against"]), snu
+
+
+def test_a_step_beside_loads_that_kept_their_context_is_still_a_model_kept(tmp_path):
+    lines = [OLLAMA_LOAD.format(h=h, blob="dde5", ctx=8192) for h in (1, 2)]
+    result = verdict(tmp_path, _ollama_stepped_up([*lines, OLLAMA_FAILED]))
+    snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert any("the size of a model" in e for e in snu["evidence_for"]), snu
