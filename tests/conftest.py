@@ -1,4 +1,5 @@
-"""Shared test helpers: the installed `evidence` command, and integration gating.
+"""Shared test helpers: the installed `evidence` command, integration gating, and this
+tree's code where the unprivileged user nobody can run it.
 
 Integration tests need something outside Python (root for a tmpfs mount, setpriv,
 a package from apt). On a laptop without it they skip and say why; with
@@ -8,9 +9,16 @@ so a skip can never pass for a check in CI.
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import cache
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +29,7 @@ from jsonschema import Draft202012Validator
 from schemas import schema_path
 
 EVIDENCE = str(Path(sys.executable).parent / "evidence")
+PROJECT = Path(__file__).resolve().parent.parent
 REQUIRED = os.environ.get("EVIDENCE_REQUIRE_INTEGRATION") == "1"
 
 
@@ -101,3 +110,145 @@ def bundle_errors(bundle: Path) -> list[str]:
         for i, record in enumerate(read_records(path)):
             problems += [f"line {i + 1}: {e}" for e in errors(path.name, record)]
     return problems
+
+
+def as_nobody(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    """Run argv as the unprivileged user nobody (uid and gid 65534, no other group)."""
+    return subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=cwd,
+    )
+
+
+@dataclass(frozen=True)
+class Unprivileged:
+    """This tree's code as the user nobody can run it, wherever the clone lives."""
+
+    python: str
+    env: dict[str, str]
+    place: Path  # readable by all: the copied code, and a working directory nobody may enter
+
+    @property
+    def evidence(self) -> list[str]:
+        """The `evidence` command."""
+        return [self.python, str(self.place / "evidence")]
+
+    def run(self, argv: list[str], home: Path | None = None) -> subprocess.CompletedProcess:
+        env = self.env if home is None else {**self.env, "HOME": str(home)}
+        return as_nobody(argv, env, self.place)
+
+
+@pytest.fixture
+def world() -> Iterator[Path]:
+    """A scratch directory an unprivileged user can reach (pytest's tmp_path is 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="evidence-nobody-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def nobody() -> Iterator[Unprivileged]:
+    """This tree's packages and what they need, copied where the user nobody can read them.
+
+    A clone under a 0700 directory (root's home, a mktemp -d) is out of nobody's reach, and
+    so are its virtualenv and its editable install. Skips, saying why, when nobody can run
+    no Python of this version.
+    """
+    need(
+        os.geteuid() == 0 and shutil.which("setpriv") is not None,
+        "running the code as another user needs root and setpriv (util-linux)",
+    )
+    place = Path(tempfile.mkdtemp(prefix="evidence-nobody-code-"))
+    try:
+        env = _copy_code(place)
+        python, why = _python_for_nobody(env, place)
+        need(python is not None, why)
+        yield Unprivileged(python, env, place)
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
+
+
+def _copy_code(place: Path) -> dict[str, str]:
+    """Copy the code into place; the environment that imports it from there."""
+    site = place / "site"
+    bytecode = shutil.ignore_patterns("__pycache__")
+    for package in _own_packages():
+        shutil.copytree(PROJECT / package, site / package, ignore=bytecode)
+    for dist in _runtime_distributions():
+        _copy_distribution(dist, site)
+    (place / "evidence").write_text("from analyze.cli import run\n\nrun()\n")
+    _open_to_all(place)
+    return {**os.environ, "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _python_for_nobody(env: dict[str, str], place: Path) -> tuple[str | None, str]:
+    """The first Python of this version that nobody can run and that imports the copy."""
+    tried = []
+    for python in _pythons():
+        probe = as_nobody([python, "-c", "import analyze.cli"], env, place)
+        if probe.returncode == 0:
+            return python, ""
+        tried.append(f"{python}: {(probe.stderr.strip().splitlines() or ['?'])[-1]}")
+    return None, f"the user nobody can run no Python {sys.version.split()[0]}: {'; '.join(tried)}"
+
+
+def _own_packages() -> list[str]:
+    """The tree's packages, as pyproject.toml names them ("capture*" -> capture)."""
+    pyproject = tomllib.loads((PROJECT / "pyproject.toml").read_text())
+    return [p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]]
+
+
+def _runtime_distributions() -> list[metadata.Distribution]:
+    """What the installed `evidence` needs to run, all the way down, extras aside; not
+    `evidence` itself, whose code is the tree under test."""
+    found: dict[str, metadata.Distribution] = {}
+    todo = _requirements(metadata.distribution("evidence"))
+    while todo:
+        name = todo.pop().lower()
+        if name in found:
+            continue
+        try:
+            found[name] = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue  # another platform's (colorama on Windows)
+        todo += _requirements(found[name])
+    return list(found.values())
+
+
+def _requirements(dist: metadata.Distribution) -> list[str]:
+    return [
+        re.split(r"[\s;<>=!~\[(]", r, maxsplit=1)[0]
+        for r in dist.requires or []
+        if not re.search(r"\bextra\s*==", r)
+    ]
+
+
+def _copy_distribution(dist: metadata.Distribution, site: Path) -> None:
+    for file in dist.files or []:
+        source = Path(dist.locate_file(file))
+        # Scripts (../../../bin) are not imported; bytecode is rebuilt.
+        if ".." in file.parts or "__pycache__" in file.parts or not source.is_file():
+            continue
+        (site / file).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, site / file)
+
+
+def _open_to_all(top: Path) -> None:
+    # Whatever the umask: a copy made under umask 077 would be root's alone.
+    for folder, _, files in os.walk(top):
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
+
+
+def _pythons() -> list[str]:
+    """This Python version, bare first: a virtualenv in the clone is out of nobody's reach."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    system = shutil.which(version, path="/usr/local/bin:/usr/bin:/bin")
+    found = [os.path.realpath(sys.executable), sys.executable, system]
+    return list(dict.fromkeys(p for p in found if p))

@@ -28,7 +28,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -642,47 +641,26 @@ def test_an_immutable_archive_stops_even_root_with_one_line_and_exit_4(tmp_path)
     assert len(bundles(archive, include_hidden=True)) == 1
 
 
-def as_nobody(argv: list[str], home: Path) -> subprocess.CompletedProcess:
-    """Run argv as the unprivileged user nobody, with HOME set to `home`."""
-    need(os.geteuid() == 0 and shutil.which("setpriv") is not None, "setpriv as root needed")
-    return subprocess.run(
-        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *argv],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "HOME": str(home)},
-    )
-
-
-@pytest.fixture
-def world() -> Iterator[Path]:
-    """A scratch directory an unprivileged user can reach (pytest's tmp_path is 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="evidence-nobody-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def open_to_all(path: Path) -> Path:
     path.mkdir()
     path.chmod(0o777)
     return path
 
 
-def test_an_archive_the_user_may_not_write_is_one_line_and_exit_4(world):
+def test_an_archive_the_user_may_not_write_is_one_line_and_exit_4(world, nobody):
     # chmod does not stop root: the capture runs as an unprivileged user instead.
     archive = world / "a"
     assert capture(archive, "--window", "0", "-q").returncode == 0  # root's, 0700
     home = open_to_all(world / "home")
     for target in (archive, archive / "inner"):
-        argv = [EVIDENCE, "capture", "--archive", str(target), "--window", "0"]
-        result = as_nobody(argv, home)
+        argv = [*nobody.evidence, "capture", "--archive", str(target), "--window", "0"]
+        result = nobody.run(argv, home)
         assert result.returncode == 4, result.stderr
         assert "Permission denied" in one_line(result)
     assert len(bundles(archive, include_hidden=True)) == 1
 
 
-def test_an_unreadable_default_config_location_is_not_an_internal_error(world):
+def test_an_unreadable_default_config_location_is_not_an_internal_error(world, nobody):
     # An unprivileged capture that inherited root's HOME (su without -, setpriv, sudo -E):
     # ~/.config/evidence/config.toml cannot even be looked at. That is no configuration,
     # or a configuration error (exit 2, one line); never "internal error".
@@ -692,8 +670,8 @@ def test_an_unreadable_default_config_location_is_not_an_internal_error(world):
         root_home.is_dir() and (root_home.stat().st_mode & 0o005) == 0,
         "/root is not a home others cannot read",
     )
-    argv = [EVIDENCE, "capture", "--archive", str(archive), "--window", "0", "--quiet"]
-    result = as_nobody(argv, root_home)
+    argv = [*nobody.evidence, "capture", "--archive", str(archive), "--window", "0", "--quiet"]
+    result = nobody.run(argv, root_home)
     if result.returncode == 2:
         assert "config" in one_line(result)
     else:
