@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import orjson
@@ -34,6 +34,10 @@ from capture.ratelimit import Limited, admit, undo
 from capture.redact import redact_text, scrub
 from capture.runner import Capture, Outcome, Stopped, Trigger
 from capture.serve_cli import add_serve_command
+
+if TYPE_CHECKING:  # prune's types: the modules are imported only by the commands that use them
+    from capture.retention import Bundle
+    from capture.serve import Trimmed
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -409,8 +413,9 @@ def _size(text: str) -> int:
 
 
 _PRUNE_EXIT = (
-    "\b\nExit status:\n  0  pruned (or, with --dry-run, listed)\n  2  bad usage\n"
-    "  3  an ingest held the archive"
+    "\b\nExit status:\n  0  pruned (or, with --dry-run, listed); or no archive yet\n"
+    "  2  bad usage\n  3  an ingest held the archive, or serve its alert journal\n"
+    "  4  the archive cannot be written"
 )
 
 
@@ -429,18 +434,51 @@ def prune(
     as_json: bool,
 ) -> None:
     """Keep the archive bounded: remove bundles older than --keep-days, then the oldest
-    until the bundles fit in --max-size, baselines (cron) before incidents.
+    until the bundles fit in --max-size, baselines (cron) before incidents. With
+    --keep-days, the lines of serve's alert journal as old go too.
 
     Never removed: a bundle marked with `evidence keep`, one a changelog entry or a
     written report refers to, and the newest bundle of each host. The archive's database
     keeps what was ingested from a removed bundle.
     """
-    from capture import retention
-
     if keep_days is None and max_size is None:
         raise click.UsageError("say what to keep: --keep-days, --max-size, or both")
     max_bytes = _size(max_size) if max_size else None
     root = resolve_root(archive, _config(config_path).archive)
+    if not _archive_exists(root):
+        # The hourly timer may run before the first capture has made the archive; prune
+        # does not make it.
+        if as_json:
+            _print_prune([], [], [], None, dry_run=dry_run, as_json=True)
+        else:
+            click.echo(f"no archive at {root} yet: nothing to prune")
+        return
+    bundles, gone, held = _prune_bundles(root, keep_days, max_bytes, dry_run)
+    trimmed, failure = None, None
+    if keep_days is not None and not dry_run:
+        trimmed, failure = _trim_journal(root, keep_days)
+    _print_prune(bundles, gone, held, trimmed, dry_run=dry_run, as_json=as_json)
+    if failure:
+        fail(*failure)
+
+
+def _archive_exists(root: Path) -> bool:
+    """False if nothing is at root; an archive that cannot be looked at is one line."""
+    try:
+        root.stat()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        fail(f"{root}: {exc.strerror}", EXIT_ARCHIVE)
+    return True
+
+
+def _prune_bundles(
+    root: Path, keep_days: float | None, max_bytes: int | None, dry_run: bool
+) -> tuple[list["Bundle"], list["Bundle"], list[dict[str, Any]]]:
+    """Every bundle, those that go (gone unless dry_run), and why the others stay."""
+    from capture import retention
+
     lock = CaptureLock(root, INGEST_LOCK)
     try:
         if not dry_run:
@@ -453,10 +491,39 @@ def prune(
             retention.remove(b)
     except Busy:
         fail("an ingest is reading the archive; try again when it is done", EXIT_BUSY)
+    except ArchiveError as exc:
+        fail(str(exc), EXIT_ARCHIVE)
     except OSError as exc:
         fail(f"{exc.filename or root}: {exc.strerror}", EXIT_ARCHIVE)
     finally:
         lock.release()
+    return bundles, gone, held
+
+
+def _trim_journal(root: Path, keep_days: float) -> tuple["Trimmed | None", tuple[str, int] | None]:
+    """serve's alert journal, trimmed to keep_days like the bundles; or why not, to be
+    said after what was removed (which stays removed)."""
+    from capture.serve import trim_journal
+
+    try:
+        return trim_journal(root, keep_days), None
+    except Busy:
+        return None, ("serve held its alert journal, which was not trimmed; try again", EXIT_BUSY)
+    except ArchiveError as exc:
+        return None, (str(exc), EXIT_ARCHIVE)
+    except OSError as exc:
+        return None, (f"{exc.filename or root}: {exc.strerror}", EXIT_ARCHIVE)
+
+
+def _print_prune(
+    bundles: list["Bundle"],
+    gone: list["Bundle"],
+    held: list[dict[str, Any]],
+    trimmed: "Trimmed | None",
+    *,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
     freed = sum(b.size for b in gone)
     left = sum(b.size for b in bundles) - freed
     if as_json:
@@ -466,6 +533,7 @@ def prune(
             "kept": held,
             "freed_bytes": freed,
             "left_bytes": left,
+            "journal": None if trimmed is None else trimmed._asdict(),  # None: not trimmed
         }
         click.echo(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
         return
@@ -478,6 +546,11 @@ def prune(
         f"{verb} {len(gone)} bundle(s), {freed / 2**20:.1f} MiB; "
         f"{len(bundles) - len(gone)} left, {left / 2**20:.1f} MiB"
     )
+    if trimmed is not None and trimmed.lines:
+        click.echo(
+            f"trimmed {trimmed.lines} line(s) from the alert journal, "
+            f"{trimmed.freed_bytes / 2**10:.1f} KiB"
+        )
 
 
 @main.command()
@@ -529,10 +602,12 @@ def units(
     evidence-capture@.service (for OnFailure=evidence-capture@%n.service in any unit:
     the failed unit becomes the trigger systemd:<unit>), evidence-baseline.service and
     .timer (a snapshot every 10 minutes), evidence-check.service and .timer (the health
-    checks every minute) and evidence-serve.service (the Alertmanager receiver). They
-    run this very `evidence`, with --archive and --config passed on. Then:
-    systemctl daemon-reload; systemctl enable --now evidence-baseline.timer
-    evidence-check.timer evidence-serve.service
+    checks every minute), evidence-serve.service (the Alertmanager receiver) and
+    evidence-prune.service and .timer (an hourly `evidence prune`: without it the
+    baselines fill the disk). They run this very `evidence`, with --archive and --config
+    passed on. Then: systemctl daemon-reload; systemctl enable --now
+    evidence-baseline.timer evidence-check.timer evidence-serve.service
+    evidence-prune.timer
     """
     from capture.units import UnitConflict, install, unit_files
 

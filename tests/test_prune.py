@@ -11,6 +11,8 @@ from conftest import bundles, run_evidence
 from incidents import DAY_S, bundle
 
 from capture.archive import INGEST_LOCK
+from capture.clock import iso
+from capture.serve import JOURNAL, ROTATED
 
 NOW = time.time()
 
@@ -168,3 +170,63 @@ def test_only_a_directory_with_a_sealed_manifest_is_a_bundle(lab):
 
 def manifest_of(path: Path) -> dict:
     return orjson.loads((path / "manifest.json").read_bytes())
+
+
+def test_an_archive_that_does_not_exist_yet_is_nothing_to_prune(tmp_path):
+    # The hourly timer, on a machine that has not captured anything yet.
+    root = tmp_path / "not-yet"
+    result = run_evidence("prune", "--keep-days", "30", "--archive", str(root))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"no archive at {root} yet: nothing to prune\n"
+    out = _prune(root, "--keep-days", "30")
+    assert out["removed"] == [] and out["freed_bytes"] == 0 and out["journal"] is None
+    assert not root.exists()  # prune does not make an archive
+
+
+def test_an_archive_that_is_not_a_directory_is_one_line_and_exit_4(tmp_path):
+    root = tmp_path / "a-file"
+    root.write_text("not an archive")
+    for path in (root, root / "inner"):
+        result = run_evidence("prune", "--keep-days", "1", "--archive", str(path))
+        assert result.returncode == 4, result.stderr
+        assert result.stderr.count("\n") == 1 and "Not a directory" in result.stderr
+
+
+def test_an_archive_the_user_may_not_write_is_one_line_and_exit_4(world, nobody):
+    archive = world / "a"
+    for days in (40, 39):
+        bundle(archive, "no-fault", NOW - days * DAY_S, seed=days)
+    before = bundles(archive)
+    argv = [*nobody.evidence, "prune", "--keep-days", "1", "--archive", str(archive)]
+    result = nobody.run(argv, home=world)
+    assert result.returncode == 4, result.stderr
+    assert result.stderr.count("\n") == 1 and "Permission denied" in result.stderr
+    dry = nobody.run([*argv, "--dry-run"], home=world)  # reading is allowed: it lists
+    assert dry.returncode == 0 and "would remove 1 bundle(s)" in dry.stdout, dry.stderr
+    assert bundles(archive) == before
+
+
+def _journal(root: Path, days_ago: list[float]) -> None:
+    for name, ages in ((ROTATED, days_ago[:1]), (JOURNAL, days_ago[1:])):
+        lines = (
+            orjson.dumps({"event": "alert", "received_at": iso(NOW - d * DAY_S)}) + b"\n"
+            for d in ages
+        )
+        (root / name).write_bytes(b"".join(lines))
+
+
+def test_prune_trims_the_alert_journal_as_it_removes_bundles(lab):
+    root = lab["root"]
+    _journal(root, [40, 20, 16, 2])
+    dry = _prune(root, "--keep-days", "15", "--dry-run")
+    assert dry["journal"] is None and (root / ROTATED).exists()
+    out = _prune(root, "--keep-days", "15")
+    assert out["journal"]["lines"] == 3 and out["journal"]["freed_bytes"] > 0
+    assert not (root / ROTATED).exists()
+    left = [orjson.loads(line) for line in (root / JOURNAL).read_bytes().splitlines()]
+    assert left[0]["received_at"] == iso(NOW - 2 * DAY_S) and left[1]["event"] == "trimmed"
+    _journal(root, [40, 2])
+    text = run_evidence("prune", "--keep-days", "15", "--archive", str(root))
+    assert text.returncode == 0, text.stderr
+    assert "trimmed 1 line(s) from the alert journal" in text.stdout
+    assert _prune(root, "--max-size", "1G")["journal"] is None  # age alone bounds the journal

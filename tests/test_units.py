@@ -322,3 +322,15 @@ def test_install_takes_plain_file_names_only(tmp_path):
     with pytest.raises(ValueError):
         install(tmp_path, {"../escape.service": "[Unit]\n"})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_help_names_every_unit_and_enables_every_timer():
+    from capture.cli import units
+
+    text = " ".join((units.help or "").split())
+    for name in UNIT_NAMES:
+        stem = name.removesuffix(".service").removesuffix(".timer")
+        assert stem in text, f"`evidence units --help` does not name {name}"
+    enabled = text.split("enable --now", 1)[1].split()
+    timers = [name for name in UNIT_NAMES if name.endswith(".timer")]
+    assert all(t in enabled for t in timers), enabled
