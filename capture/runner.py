@@ -2,17 +2,21 @@
 
 Invariants:
 - The whole capture ends within window + SEAL_MARGIN_S of its start, whatever a source
-  does: each probe call runs in a daemon thread that is abandoned at its timeout and
-  recorded as `timeout`; an abandoned call's result is never written.
+  does: each probe call runs in its worker's daemon thread, is abandoned at its timeout
+  and recorded as `timeout`; an abandoned call's result is never written.
 - Probes run in freeze order (what vanishes first is read first); the freeze as a
-  whole has FREEZE_BUDGET_S, and a probe reached after it is `skipped` with the reason.
-- During the watch a sampler whose last call is still running misses its tick (a
-  counted gap) instead of stacking threads: a slow source cannot stall the others.
+  whole has FREEZE_BUDGET_S, and a probe reached after it is `timeout` with the reason,
+  which makes the bundle incomplete. The essential probes (memory, processes, GPU) are
+  read whatever start-up cost.
+- Each probe has one worker thread, started before the freeze, for all its calls: the
+  watch starts no thread. A sampler whose last call is still running misses its tick (a
+  counted gap) instead of queueing: a slow source cannot stall the others.
 - The bundle is written under a hidden name and renamed into place when sealed.
 """
 
 import contextlib
 import os
+import queue
 import resource
 import threading
 import time
@@ -33,6 +37,8 @@ FREEZE_BUDGET_S = 2.4
 SEAL_MARGIN_S = 3.0
 SAMPLE_GRACE_S = 0.3
 SEAL_RESERVE_S = 0.5  # what sealing (fsync, manifest, rename) is left, out of SEAL_MARGIN_S
+# The least an essential probe (memory, processes, GPU) is given when the budget is spent.
+ESSENTIAL_FLOOR_S = 1.5
 CLOSE_TIMEOUT_S = 1.0
 
 
@@ -62,24 +68,27 @@ class Outcome:
 
 
 class Call:
-    """fn running in a daemon thread, which the runner may wait for or abandon."""
+    """One call of a probe (its freeze, a sample, its close), run by the probe's Worker; the
+    runner may wait for it or abandon it."""
 
     def __init__(self, fn: Callable[[], Any]):
+        self.fn = fn
         self.box: dict[str, Any] = {}
         self.started = time.monotonic()
         self.at = time.time()
         self.abandoned = False
         self.finished: float | None = None
-        self.thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
-        self.thread.start()
+        self._done = threading.Event()
 
-    def _run(self, fn: Callable[[], Any]) -> None:
+    def run(self) -> None:
+        self.at = time.time()  # a sample is of the moment it was read, not of its asking
         try:
-            self.box["value"] = fn()
+            self.box["value"] = self.fn()
         except Exception as exc:  # a probe's failure is evidence, not a crash of the capture
             self.box["error"] = exc
         finally:
             self.finished = time.monotonic()
+            self._done.set()
 
     @property
     def elapsed(self) -> float:
@@ -87,12 +96,11 @@ class Call:
         return (self.finished or time.monotonic()) - self.started
 
     def wait(self, timeout: float) -> bool:
-        self.thread.join(max(0.0, timeout))
-        return not self.thread.is_alive()
+        return self._done.wait(max(0.0, timeout))
 
     @property
     def done(self) -> bool:
-        return not self.thread.is_alive()
+        return self._done.is_set()
 
     def outcome(self) -> tuple[str, Any]:
         if "error" in self.box:
@@ -100,12 +108,36 @@ class Call:
         return "ok", self.box.get("value")
 
 
-def bounded(fn: Callable[[], Any], timeout: float) -> tuple[str, Any]:
-    """Run fn in a daemon thread: ("ok", value), ("error", exception) or ("timeout", call)."""
-    call = Call(fn)
-    if not call.wait(timeout):
-        return "timeout", call
-    return call.outcome()
+class Worker:
+    """A probe's one daemon thread for the whole capture: its freeze, its samples, then its
+    close, one after another.
+
+    All are started before the freeze, because on a saturated box a thread start can wait
+    seconds for a CPU: the watch starts none. A call still running when the next is due is
+    the runner's to count as a gap; nothing queues behind it.
+    """
+
+    def __init__(self, name: str):
+        self.last: Call | None = None
+        self._jobs: queue.SimpleQueue[Call | None] = queue.SimpleQueue()
+        threading.Thread(target=self._loop, name=f"evidence-{name}", daemon=True).start()
+
+    def submit(self, fn: Callable[[], Any]) -> Call:
+        self.last = Call(fn)
+        self._jobs.put(self.last)
+        return self.last
+
+    @property
+    def idle(self) -> bool:
+        return self.last is None or self.last.done
+
+    def stop(self) -> None:
+        """End the thread once its current call returns (never, for a call hung for good)."""
+        self._jobs.put(None)
+
+    def _loop(self) -> None:
+        while (call := self._jobs.get()) is not None:
+            call.run()
 
 
 def _seal_partial(
@@ -139,6 +171,13 @@ def _reading(call: Call) -> Reading:
     if kind == "error":
         return Reading("error", f"{type(value).__name__}: {value}")
     return value
+
+
+def _starved_reason(starved: list[str]) -> str | None:
+    """Why a bundle that left probes unread for lack of time is not complete; None if none."""
+    if not starved:
+        return None
+    return f"the capture ran out of time; not read: {', '.join(starved)}"
 
 
 def _headline(probe: Probe) -> str:
@@ -284,29 +323,52 @@ class Capture:
         cost = _Cost()
         ctx = Context(config=self.config, started=started, health=self.health)
         probes = [cls(ctx) for cls in self.probe_classes]
-        self._freeze([p for p in probes if not p.deferred], writer, manifest, mono0)
+        workers = {p.name: Worker(p.name) for p in probes}
+        try:
+            return self._timeline(probes, workers, writer, manifest, mono0, process_started, cost)
+        finally:
+            for worker in workers.values():
+                worker.stop()
+
+    def _timeline(
+        self,
+        probes: list[Probe],
+        workers: dict[str, Worker],
+        writer: BundleWriter,
+        manifest: dict[str, Any],
+        mono0: float,
+        process_started: float,
+        cost: _Cost,
+    ) -> list[Probe]:
+        seal_by = mono0 + self.window_s + SEAL_MARGIN_S - SEAL_RESERVE_S
+        frozen = [p for p in probes if not p.deferred]
+        startup = time.monotonic() - mono0
+        starved = self._freeze(frozen, workers, writer, manifest, mono0, seal_by)
         deferred_end = mono0 + max(self.window_s, FREEZE_BUDGET_S)
-        deferred = [(p, self._start(p, deferred_end)) for p in probes if p.deferred]
+        deferred = []
+        for probe in (p for p in probes if p.deferred):
+            if deferred_end - time.monotonic() <= 0.05:
+                self._unread(probe, startup, writer, manifest)
+                starved.append(probe.name)
+            else:
+                deferred.append((probe, self._start(probe, workers[probe.name], deferred_end)))
         manifest["collector"]["freeze_done_after_process_start_s"] = round(
             time.time() - process_started, 4
         )
         cost.end("freeze")
         writer.write_manifest(manifest)
 
-        self._watch(probes, writer, manifest, mono0)
+        self._watch(probes, workers, writer, manifest, mono0)
         for probe, call in deferred:
             call.wait(probe.deadline - time.monotonic())
             self._record(probe, _reading(call), call.elapsed, writer, manifest)
-        # Closing (a driver session) gets what is left before the seal, never more.
-        seal_by = mono0 + self.window_s + SEAL_MARGIN_S - SEAL_RESERVE_S
-        for probe in probes:
-            bounded(probe.close, min(CLOSE_TIMEOUT_S, seal_by - time.monotonic()))
+        self._close(probes, workers, seal_by)
         cost.end("watch")
 
         host = next((p.reading.record for p in probes if p.name == "host"), None) or {}
         manifest["host"].update({k: host.get(k) for k in ("boot_id", "kernel", "uptime_s")})
         manifest["finished_at"] = iso(time.time())
-        manifest["complete"], manifest["partial_reason"] = True, None
+        manifest["complete"], manifest["partial_reason"] = not starved, _starved_reason(starved)
         writer.sync()
         cost.end("seal")
         manifest["collector"].update(cost.summary())
@@ -314,24 +376,60 @@ class Capture:
         return probes
 
     def _freeze(
-        self, probes: list[Probe], writer: BundleWriter, manifest: dict[str, Any], mono0: float
-    ) -> None:
-        budget_end = mono0 + FREEZE_BUDGET_S
+        self,
+        probes: list[Probe],
+        workers: dict[str, Worker],
+        writer: BundleWriter,
+        manifest: dict[str, Any],
+        mono0: float,
+        seal_by: float,
+    ) -> list[str]:
+        """Read each probe in freeze order; the names of those left unread for lack of time.
+
+        The budget runs from process start, but a slow start-up does not spend it where the
+        window can afford the freeze: only a snapshot must end it at FREEZE_BUDGET_S. An
+        essential probe is read whatever start-up or a hung source before it cost: until
+        the seal's own deadline, and for at least ESSENTIAL_FLOOR_S.
+        """
+        opened = time.monotonic()
+        budget_end = max(mono0 + FREEZE_BUDGET_S, min(opened + FREEZE_BUDGET_S, seal_by))
+        starved = []
         for probe in probes:
-            left = budget_end - time.monotonic()
-            if left <= 0.05:
-                reading = Reading("skipped", "the freeze phase ran out of time before this probe")
-                self._record(probe, reading, None, writer, manifest)
+            end = budget_end
+            if probe.essential:
+                end = max(budget_end, seal_by, time.monotonic() + ESSENTIAL_FLOOR_S)
+            if end - time.monotonic() <= 0.05:
+                self._unread(probe, opened - mono0, writer, manifest)
+                starved.append(probe.name)
                 continue
-            call = self._start(probe, time.monotonic() + left)
+            call = self._start(probe, workers[probe.name], end)
             call.wait(probe.deadline - time.monotonic())
             self._record(probe, _reading(call), call.elapsed, writer, manifest)
+        return starved
+
+    def _unread(
+        self, probe: Probe, startup: float, writer: BundleWriter, manifest: dict[str, Any]
+    ) -> None:
+        why = (
+            "not read: the capture ran out of time before this probe "
+            f"(start-up took {startup:.2f} s)"
+        )
+        self._record(probe, Reading("timeout", why), None, writer, manifest)
 
     @staticmethod
-    def _start(probe: Probe, latest: float) -> Call:
+    def _start(probe: Probe, worker: Worker, latest: float) -> Call:
         """Start a probe's read with its deadline: its own timeout, or `latest` if sooner."""
         probe.deadline = min(time.monotonic() + probe.timeout_s, latest)
-        return Call(probe.freeze)
+        return worker.submit(probe.freeze)
+
+    @staticmethod
+    def _close(probes: list[Probe], workers: dict[str, Worker], seal_by: float) -> None:
+        """Close every probe side by side, in what is left before the seal and never more.
+        A worker still in a hung call is passed over: its close would only queue behind it."""
+        closing = [workers[p.name].submit(p.close) for p in probes if workers[p.name].idle]
+        until = min(time.monotonic() + CLOSE_TIMEOUT_S, seal_by)
+        for call in closing:
+            call.wait(until - time.monotonic())
 
     def _record(
         self,
@@ -356,7 +454,12 @@ class Capture:
         }
 
     def _watch(
-        self, probes: list[Probe], writer: BundleWriter, manifest: dict[str, Any], mono0: float
+        self,
+        probes: list[Probe],
+        workers: dict[str, Worker],
+        writer: BundleWriter,
+        manifest: dict[str, Any],
+        mono0: float,
     ) -> None:
         """Sample each probe at its own interval; calls run side by side, never stacked."""
         samplers = [p for p in probes if p.samples and p.reading.status == "ok"]
@@ -374,7 +477,7 @@ class Capture:
                     if probe.name in inflight:
                         stats[probe.name]["gaps"] += 1  # still busy with the previous one
                     else:
-                        inflight[probe.name] = Call(probe.sample)
+                        inflight[probe.name] = workers[probe.name].submit(probe.sample)
             for call in inflight.values():
                 call.wait(tick_end - time.monotonic())
             self._collect(samplers, inflight, stats, writer, final=False)

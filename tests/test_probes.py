@@ -211,11 +211,14 @@ def test_the_freeze_budget_skips_what_it_cannot_reach(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     SlowProbe.fifo = fifo
-    probes = [Processes, SlowProbe, Memory]
+    probes = [Processes, SlowProbe, Pressure]
     start = time.monotonic()
     outcome = Capture(Config(), Trigger(), 0, tmp_path / "a", probes=probes).run()
     assert time.monotonic() - start < FREEZE_BUDGET_S + 1
     m = orjson.loads((outcome.path / "manifest.json").read_bytes())
     assert m["probes"]["slow"]["status"] == "timeout"
-    assert m["probes"]["memory"]["status"] == "skipped"
-    assert "ran out of time" in m["probes"]["memory"]["reason"]
+    # Not read for lack of time is a timeout with the reason, and the bundle says it is
+    # not complete (the exit status 5).
+    assert m["probes"]["pressure"]["status"] == "timeout"
+    assert "ran out of time" in m["probes"]["pressure"]["reason"]
+    assert m["complete"] is False and "pressure" in m["partial_reason"]

@@ -401,10 +401,13 @@ def test_a_gpu_off_the_bus_and_its_wedged_engine_on_a_busy_box_cost_no_more_than
         for i in range(3):
             archive = str(tmp_path / f"a{i}")
             result, elapsed = timed([*argv, "--archive", archive, "--config", str(config)], env=env)
-            assert result.returncode == 0, result.stderr
             kept = manifest(bundles(tmp_path / f"a{i}")[0])
             assert kept["probes"]["gpu"]["status"] == "timeout"
             assert kept["probes"]["engines"]["status"] == "timeout"
+            # The hangs may leave later probes unread: then it is not complete, and says so.
+            assert result.returncode == (0 if kept["complete"] else 5), result.stderr
+            assert kept["probes"]["processes"]["status"] == "ok"
+            assert kept["probes"]["memory"]["status"] == "ok"
             runs.append((round(elapsed, 2), timeline(kept)))
     finally:
         busy.kill()

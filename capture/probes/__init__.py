@@ -73,6 +73,10 @@ class Probe:
     # A deferred probe reads history that thirty seconds will not change (Prometheus): it
     # runs beside the watch instead of delaying the freeze of what does change.
     deferred: ClassVar[bool] = False
+    # An essential probe is read even when start-up spent the freeze budget (a saturated
+    # box): without memory, processes and the GPU (and why it was captured) a bundle
+    # explains nothing.
+    essential: ClassVar[bool] = False
 
     def __init__(self, ctx: Context):
         self.ctx = ctx

@@ -25,6 +25,7 @@ class Gpu(Probe):
     priority = 900
     timeout_s = 1.5
     samples = True
+    essential = True
 
     def __init__(self, ctx: Context):
         super().__init__(ctx)

@@ -12,6 +12,7 @@ class Health(Probe):
     order = 1
     priority = 950
     timeout_s = 0.5
+    essential = True  # the checks' answers are in memory: reading them costs nothing
 
     def freeze(self) -> Reading:
         if self.ctx.health is None:

@@ -16,6 +16,7 @@ class Memory(Probe):
     priority = 880
     timeout_s = 0.5
     samples = True
+    essential = True
 
     def _read(self, leaf: str) -> str:
         # Raises OSError: an unreadable meminfo is a status, not a None.

@@ -29,6 +29,7 @@ class Processes(Probe):
     priority = 900
     timeout_s = 2.0
     samples = True
+    essential = True
 
     def __init__(self, ctx: Context):
         super().__init__(ctx)
