@@ -1548,8 +1548,17 @@ def _ran_out(f: Facts, j: Judgement) -> None:
     """A stall that ended with the OOM killer taking a process on the whole machine is the
     prelude of exhaustion, not a fault of its own: work slowing while nothing goes down."""
     machine = [t for _, t in _recent_kills(f) if "Memory cgroup out of memory" not in t]
-    if machine or _kills_in_history(f):
+    # The kernel's counter counts kills inside any group's limit too: only a rise beyond
+    # the limit kills the log shows in those hours is the machine running out.
+    fenced = [
+        t
+        for ago, t in f.oom_kills
+        if "Memory cgroup out of memory" in t and ago is not None and ago <= INCIDENT_S + HOUR_S
+    ]
+    if machine or _kills_in_history(f) > len(fenced):
         j.score -= 2
+        # How the growth before it ended, as the kill is: a cause with evidence takes it.
+        j.ending = True
         j.evidence_against.append(
             "the machine ran out and the OOM killer took a process: the stall was its prelude"
         )

@@ -3,7 +3,18 @@ hours before the failure against the machine's own earlier hours, and the archiv
 history where there is no Prometheus.
 """
 
-from test_classify import AT, DAY, GIB, TOTAL, available, base, healthy_bursts, scores, verdict
+from test_classify import (
+    AT,
+    DAY,
+    GIB,
+    TOTAL,
+    WINDOW,
+    available,
+    base,
+    healthy_bursts,
+    scores,
+    verdict,
+)
 from test_statlines import OLLAMA_FAILED, OLLAMA_LOAD
 
 from lab.builder import Builder, engine, iso
@@ -291,3 +302,38 @@ def test_a_step_beside_loads_that_kept_their_context_is_still_a_model_kept(tmp_p
     result = verdict(tmp_path, _ollama_stepped_up([*lines, OLLAMA_FAILED]))
     snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
     assert any("the size of a model" in e for e in snu["evidence_for"]), snu
+
+
+def _stalled(kill: str, ago_s: float) -> Builder:
+    """A machine stalled on memory at the capture, the kernel's OOM-kill counter one
+    higher than three hours before, and one kill line in the kernel log."""
+    n = len(DAY)
+    b = history(
+        base(trigger=("healthcheck", "chat", "no answer within 60 s")),
+        {"host_oom_kills": plain("node_vmstat_oom_kill", [0.0] * (n - 10) + [1.0] * 10)},
+    )
+    b.pressure([(t, 45.0) for t in WINDOW], [(t, 15.0) for t in WINDOW])
+    b.vmstat([(t, 1000 + i * 500) for i, t in enumerate(WINDOW)])
+    b.memory([(t, 120 * GIB) for t in WINDOW], swap_used=16 * GIB - GIB)
+    return b.kernel([kill], ago_s=ago_s)
+
+
+def test_a_kill_inside_another_groups_limit_does_not_make_a_stall_a_prelude(tmp_path):
+    kill = (
+        "Memory cgroup out of memory: Killed process 706987 (python3) total-vm:4702984kB, "
+        "anon-rss:2034237kB, file-rss:8192kB, shmem-rss:0kB, UID:0 pgtables:4188kB"
+    )
+    result = verdict(tmp_path, _stalled(kill, 100 * 60))
+    assert result["verdict"] == "memory-pressure-stall", scores(result)
+    stall = result["candidates"][0]
+    assert not any("prelude" in e for e in stall["evidence_against"]), stall
+
+
+def test_a_stall_that_ended_in_the_machines_oom_kill_was_its_prelude(tmp_path):
+    kill = (
+        "Out of memory: Killed process 4321 (python3) total-vm:66093824kB, "
+        "anon-rss:60124kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:692kB oom_score_adj:0"
+    )
+    result = verdict(tmp_path, _stalled(kill, 100 * 60))
+    stall = next(c for c in result["candidates"] if c["fault"] == "memory-pressure-stall")
+    assert any("prelude" in e for e in stall["evidence_against"]), stall
