@@ -1,11 +1,13 @@
 """make bench: the collector's cost and the analyst's, from one run, one after the other.
 
 The collector part (bench/capture_bench.py): freeze time, CPU and peak RSS against
-sos report and a bare script, and the freeze under the fault lab's memory-pressure stall
-against the idle machine. The analyst part (bench/archive_bench.py): ingest against
-plain DuckDB read_json, classify per bundle and a report page at 2,000 bundles. The
-receiver (bench/serve_flood.py): `evidence serve` under a flood of alerts, a trickling
-engine and a burst of connections. Ratios and figures, never pass/fail tests.
+sos report and a bare script, the freeze under the fault lab's memory-pressure stall
+against the idle machine, and the seal of a windowed capture with every core saturated
+(stress-ng, the collector at Nice=10) beside the idle one. The analyst part
+(bench/archive_bench.py): ingest against plain DuckDB read_json, classify per bundle and
+a report page at 2,000 bundles. The receiver (bench/serve_flood.py): `evidence serve`
+under a flood of alerts, a trickling engine and a burst of connections. Ratios and
+figures, never pass/fail tests.
 
 Run: .venv/bin/python bench/run.py [--quick]
 """

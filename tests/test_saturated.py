@@ -65,7 +65,9 @@ def saturated() -> Iterator[None]:
         [stress, "--cpu", "0", "--timeout", "60s", "-q"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        start_new_session=True,  # its own process group: the workers go with it
+        # Its own process group, so its workers are killed with it; not its own session,
+        # which autogroup scheduling would give a CPU share of its own whatever our nice.
+        process_group=0,
     )
     try:
         time.sleep(0.5)  # the workers spinning before the capture starts
