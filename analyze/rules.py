@@ -388,6 +388,12 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
             j.add(_unless_healthy(w, name), f"{label} rose past its usual range: {said}")
             if climb.verdict:
                 j.add(1, f"and climbed through the incident window: {climb.why}")
+        elif steady.verdict and name == "context_high_water" and prompts is False:
+            j.add(
+                1,
+                f"{label} climbed through the whole look-back ({steady.why}), though the "
+                "prompts kept their length: a high-water rises by nature",
+            )
         elif steady.verdict:
             climbed = f"{label} climbed through the whole look-back: {steady.why}"
             j.add(_unless_healthy(w, name), climbed)

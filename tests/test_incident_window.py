@@ -337,3 +337,27 @@ def test_a_stall_that_ended_in_the_machines_oom_kill_was_its_prelude(tmp_path):
     result = verdict(tmp_path, _stalled(kill, 100 * 60))
     stall = next(c for c in result["candidates"] if c["fault"] == "memory-pressure-stall")
     assert any("prelude" in e for e in stall["evidence_against"]), stall
+
+
+def test_a_high_water_climbing_all_day_while_the_prompts_kept_their_length_is_a_note(
+    tmp_path,
+):
+    """llamacpp:n_tokens_max only rises until a restart: a day of it climbs by nature. The
+    prompt and generated counters, read hour by hour, say the prompts did not grow."""
+    n = len(DAY)
+    high_water = [2000.0 + 60.0 * i for i in range(n)]
+    generated = [5000.0 * i for i in range(n)]
+    prompt = [6.0 * g for g in generated]
+    b = history(
+        base(trigger=("systemd", "llama-server.service", "result=oom-kill")),
+        {
+            "context_high_water": plain("llamacpp:n_tokens_max", high_water),
+            "tokens_generated": plain("llamacpp:tokens_predicted_total", generated),
+            "tokens_prompt": plain("llamacpp:prompt_tokens_total", prompt),
+            "requests_running": plain("llamacpp:requests_processing", [2.0] * n),
+        },
+    )
+    result = verdict(tmp_path, b)
+    creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+    assert creep["score"] < 3, scores(result)
+    assert any("rises by nature" in e for e in creep["evidence_for"]), creep
