@@ -16,8 +16,9 @@ Invariants:
   ends (sealed, failed, abandoned at shutdown) gets a line too, naming its alerts. The
   journal is bounded (rotated past JOURNAL_MAX_BYTES, one older generation kept) and
   says where it was rotated or trimmed by prune.
-- Alerts that arrive while a capture runs are coalesced into the next one; alerts whose
-  capture found another capture holding the archive lock wait and are retried.
+- Alerts that arrive while a capture runs are coalesced into the next one. While another
+  capture (cron, a check) holds the archive lock no capture starts: the alerts waiting
+  and those that arrive meanwhile are retried together, as one capture.
 - The same alert (Alertmanager's fingerprint) is captured at most once per cool-down;
   the repeats are recorded, not captured. Alerts of one name (one rule, many instances,
   each a fingerprint of its own) start at most one capture per capture.min_interval;
@@ -69,6 +70,7 @@ JOURNAL_LOCK_WAIT_S = 10.0  # prune's trim rewrites at most twice JOURNAL_MAX_BY
 MAX_BODY_BYTES = 1024 * 1024  # one notification; a group past it wants max_alerts
 READ_TIMEOUT_S = 5.0  # a client that stops sending mid-body costs one thread this long
 RETRY_S = 5.0  # after Busy: another capture (cron, a check) holds the archive lock
+LOCK_POLL_S = 0.1  # while waiting lock_wait_s for that lock, as CaptureLock.acquire polls
 CHILD_STARTUP_S = 30.0  # a capture process's start and imports on a box that is swapping
 CHILD_GRACE_S = 5.0  # after SIGTERM, for an overrunning capture to keep what it read
 MAX_PENDING = 1000  # alerts waiting for the next capture; past it they are recorded as dropped
@@ -484,19 +486,24 @@ class Recorder:
     """Decides what each received alert gets, and runs the captures, one at a time.
 
     `capture(trigger)` runs one capture and returns its Outcome, or raises Busy,
-    ArchiveError, CaptureFailed or OSError (see ChildCapture).
+    ArchiveError, CaptureFailed or OSError (see ChildCapture). `lock_holder()` says who
+    holds the archive's capture lock, or None if it is free.
     """
 
     def __init__(
         self,
         capture: Callable[[Trigger], Outcome],
+        lock_holder: Callable[[], str | None],
         journal: Journal,
         cooldown_s: float,
         min_interval_s: float = 0,
         retry_s: float = RETRY_S,
+        lock_wait_s: float = 0,
         clock: Callable[[], float] = time.monotonic,
     ):
         self._capture = capture
+        self._lock_holder = lock_holder
+        self.lock_wait_s = lock_wait_s
         self.journal = journal
         self.cooldown = CoolDown(cooldown_s, clock)
         # Taken when a capture starts, not when an alert arrives: alerts of one name that
@@ -585,32 +592,70 @@ class Recorder:
                     self._cond.wait()
                 if self._stopping:
                     return
-                batch, self._pending = self._pending, []
-                self._running = True
-                for name in _alertnames(batch):
-                    self.per_name.take(name)
             attempts += 1
-            busy = False
-            try:
-                busy = self._run(batch, attempts)
-            except Exception as exc:  # a bug must cost this capture, not the server
-                reason = f"internal error: {type(exc).__name__}: {exc}"
-                log(f"capture failed: {reason}; still serving")
-                with contextlib.suppress(Exception):
-                    self._finished(batch, "failed", None, reason, attempts)
-            finally:
+            # The lock is looked at before a batch is taken: a capture process takes long
+            # enough to start that one started while the lock was held may take it once it
+            # is freed, and seal without the alerts that arrived while it started. Looked
+            # at here, the alerts that arrive while another capture holds the lock wait
+            # with the rest, and are captured with them.
+            holder = self._wait_for_lock()
+            if holder is None:
                 with self._cond:
-                    self._running = False
-                    if busy:
-                        # Not dropped: the batch goes back in front of what arrived since,
-                        # and is retried after a pause (or recorded at shutdown).
-                        self._pending[:0] = batch
-                        self._cond.wait_for(lambda: self._stopping, timeout=self.retry_s)
-            if not busy:
+                    if self._stopping:
+                        return
+                    batch, self._pending = self._pending, []
+                    self._running = True
+                    for name in _alertnames(batch):
+                        self.per_name.take(name)
+                holder = self._attempt(batch, attempts)
+            if holder is None:
                 attempts = 0
+                continue
+            with self._cond:
+                waiting = len(self._pending)
+            log(
+                f"another capture holds the archive lock ({holder}); {waiting} alerts wait, "
+                f"retrying in {self.retry_s:g} s"
+            )
+            with self._cond:
+                self._cond.wait_for(lambda: self._stopping, timeout=self.retry_s)
 
-    def _run(self, batch: list[dict[str, Any]], attempts: int) -> bool:
-        """One capture of a batch; True if another capture held the lock (retry later)."""
+    def _wait_for_lock(self) -> str | None:
+        """None once the archive's capture lock is free; else who held it through
+        lock_wait_s, or until the server began to stop."""
+        deadline = time.monotonic() + self.lock_wait_s
+        while True:
+            holder = self._lock_holder()
+            if holder is None or time.monotonic() >= deadline:
+                return holder
+            with self._cond:
+                if self._cond.wait_for(lambda: self._stopping, timeout=LOCK_POLL_S):
+                    return holder
+
+    def _attempt(self, batch: list[dict[str, Any]], attempts: int) -> str | None:
+        """One capture of a batch; who held the lock if it was refused (it is then waiting
+        again), else None."""
+        holder = None
+        try:
+            holder = self._run(batch, attempts)
+        except Exception as exc:  # a bug must cost this capture, not the server
+            reason = f"internal error: {type(exc).__name__}: {exc}"
+            log(f"capture failed: {reason}; still serving")
+            with contextlib.suppress(Exception):
+                self._finished(batch, "failed", None, reason, attempts)
+        finally:
+            with self._cond:
+                self._running = False
+                if holder is not None:
+                    # Another capture took the lock after it was seen free. Nothing was
+                    # read: the batch goes back in front of what arrived since, all of it
+                    # retried as one, and its names started no capture.
+                    self._pending[:0] = batch
+                    self.per_name.forget(_alertnames(batch))
+        return holder
+
+    def _run(self, batch: list[dict[str, Any]], attempts: int) -> str | None:
+        """One capture of a batch; who held the archive lock if it was refused, else None."""
         names = _alertnames(batch)
         trigger = Trigger(kind="alert", name=names[0], detail=describe(batch), alerts=tuple(batch))
         log(f"capture started: alert:{trigger.name} ({trigger.detail})")
@@ -618,21 +663,17 @@ class Recorder:
         try:
             outcome = self._capture(trigger)
         except Busy as exc:
-            log(
-                f"another capture holds the archive lock ({exc}); {len(batch)} alerts wait, "
-                f"retrying in {self.retry_s:g} s"
-            )
-            return True
+            return str(exc)
         except (ArchiveError, CaptureFailed, OSError) as exc:
             reason = _os_reason(exc) if isinstance(exc, OSError) else str(exc)
             log(f"capture failed: {reason}; still serving")
             self._finished(batch, "failed", None, reason, attempts)
-            return False
+            return None
         except Exception as exc:
             reason = f"internal error: {type(exc).__name__}: {exc}"
             log(f"capture failed: {reason}; still serving")
             self._finished(batch, "failed", None, reason, attempts)
-            return False
+            return None
         elapsed = time.monotonic() - started
         complete = outcome.manifest.get("complete")
         note = "" if complete else f" (partial: {outcome.manifest.get('partial_reason')})"
@@ -641,7 +682,7 @@ class Recorder:
         for path in outcome.recovered:
             log(f"kept the unfinished bundle of a capture that died as {path}")
         self._finished(batch, "captured", outcome, None, attempts)
-        return False
+        return None
 
     def _finished(
         self,
@@ -705,6 +746,7 @@ class ChildCapture:
     def __init__(self, config: Config, root: Path, window_s: float):
         # -P: the server's working directory must not shadow the package. --window as
         # repr: the child captures exactly the window the server was given.
+        self.root = root
         self.argv = [sys.executable, "-P", "-m", "capture.serve_cli", "serve-capture"]
         self.argv += ["--archive", str(root), "--window", repr(window_s)]
         if config.source:
@@ -734,6 +776,19 @@ class ChildCapture:
         if overran:
             raise CaptureFailed(f"the capture process ran past {self.bound_s:g} s; stopped")
         return _outcome(out, child.returncode, said)
+
+    def lock_holder(self) -> str | None:
+        """Who holds the archive's capture lock, or None if it is free. Released at once:
+        the capture process takes it for itself."""
+        lock = CaptureLock(self.root)
+        try:
+            lock.acquire(0)
+        except Busy as exc:
+            return str(exc)
+        except ArchiveError:
+            return None  # the capture process meets it too, and its failure is recorded
+        lock.release()
+        return None
 
 
 def _stop_child(child: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
@@ -1061,12 +1116,15 @@ class Server:
         except OSError as exc:
             raise ArchiveError(f"{journal.path}: cannot write: {exc.strerror}") from None
 
+        child = ChildCapture(config, root, self.window_s)
         self.recorder = Recorder(
-            ChildCapture(config, root, self.window_s),
+            child,
+            child.lock_holder,
             journal,
             cooldown_s,
             config.limits.min_interval_s,
             retry_s,
+            config.limits.lock_wait_s,
         )
         host, port = listen
         cls = _HTTPServer6 if ":" in host else _HTTPServer

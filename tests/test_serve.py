@@ -533,6 +533,27 @@ def test_another_capture_holding_the_lock_delays_the_alerts_but_keeps_them(start
     assert capture["result"] == "captured" and capture["attempts"] >= 2
 
 
+def test_alerts_of_one_name_waiting_for_the_lock_are_one_capture_not_rate_limited(start):
+    # capture.min_interval: 60 s, the default. A capture refused for the lock read nothing:
+    # another instance of its rule arriving meanwhile joins it.
+    server = start(window_s=0, lock_wait_s=0, retry_s=0.2)
+    server.root.mkdir(parents=True, exist_ok=True)
+    held = CaptureLock(server.root)
+    held.acquire(0)
+    try:
+        assert post(server.url, payload(alert("GpuHot", "g0", gpu="0")))[0] == 200
+        time.sleep(0.5)  # a few refused attempts
+        answer = post(server.url, payload(alert("GpuHot", "g1", gpu="1")))[1]
+        assert answer["actions"] == {"capture": 1}
+    finally:
+        held.release()
+    wait_for(lambda: settled(server, 1), what="the retried capture")
+    (bundle,) = bundles(server.root)
+    assert [a["fingerprint"] for a in manifest(bundle)["trigger"]["alerts"]] == ["g0", "g1"]
+    (capture,) = [r for r in journal(server.root) if r["event"] == "capture"]
+    assert capture["fingerprints"] == ["g0", "g1"] and capture["attempts"] >= 2
+
+
 def test_alerts_still_waiting_at_shutdown_are_recorded_as_not_captured(start, capfd):
     server = start(window_s=0, lock_wait_s=0, retry_s=30)
     server.root.mkdir(parents=True, exist_ok=True)
