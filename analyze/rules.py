@@ -1503,6 +1503,11 @@ def memory_pressure_stall(f: Facts) -> Judgement:
     if f.has("psi_some_seconds") and _window(f).has_history(f.series["psi_some_seconds"]):
         _stall_in_window(f, j)
     _ran_out(f, j)
+    failure = _window(f).failure
+    if failure and not failure.timed_out:
+        # A stall slows work; a service that failed outright (an error, a fall) failed of
+        # what filled the memory: the stall came with it, and a cause takes both.
+        j.ending = True
     some = _values(f, "psi_some")
     churn = _reclaim_churn(f)
     if not some:

@@ -361,3 +361,23 @@ def test_a_high_water_climbing_all_day_while_the_prompts_kept_their_length_is_a_
     creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
     assert creep["score"] < 3, scores(result)
     assert any("rises by nature" in e for e in creep["evidence_for"]), creep
+
+
+def test_a_stall_beside_a_service_that_failed_outright_yields_to_what_filled_memory(tmp_path):
+    """The leak's card filled the machine, which stalled; the engine then aborted on an
+    allocation failure. The stall came with the leak: it is how it ended, not why."""
+    used = _leaking_until(len(DAY) - 12)
+    dcgm = [{"metric": {"job": "dcgm", "gpu": "0"},
+             "values": [[t, repr(v)] for t, v in zip(DAY, used, strict=True)]}]  # fmt: skip
+    total = [{"metric": {"job": "dcgm", "gpu": "0"},
+              "values": [[t, repr(48.0 * GIB)] for t in DAY]}]  # fmt: skip
+    b = history(
+        base(trigger=("systemd", "llama-server.service", "result=core-dump")),
+        {"accelerator_memory_used": dcgm, "accelerator_memory_total": total},
+    )
+    b.pressure([(t, 45.0) for t in WINDOW], [(t, 15.0) for t in WINDOW])
+    b.vmstat([(t, 1000 + i * 500) for i, t in enumerate(WINDOW)])
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    stall = next(c for c in result["candidates"] if c["fault"] == "memory-pressure-stall")
+    assert any("how the failure ended" in e for e in stall["evidence_against"]), stall
