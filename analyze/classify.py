@@ -117,13 +117,18 @@ def _weigh_endings(judgements: dict[str, Judgement]) -> None:
     if cause is None or score < MIN_SCORE:
         return
     for fault, j in judgements.items():
-        if j.ending and j.score >= MIN_SCORE:
+        if not j.ending or j.score <= 0:
+            continue
+        discount = 0
+        if j.score >= MIN_SCORE:
             judgements[cause].add(1, f"and it ended as {fault}: {j.evidence_for[0]}")
-            # Below the cause by more than a tie: the ending cannot make it ambiguous.
-            j.score = min(j.score - ENDING_DISCOUNT, judgements[cause].score - AMBIGUOUS_WITHIN - 1)
-            j.evidence_against.append(
-                f"this is how the failure ended, not why: {cause} explains the memory before it"
-            )
+            discount = ENDING_DISCOUNT
+        # Below the cause by more than a tie: an ending, however weak, cannot make it
+        # ambiguous.
+        j.score = min(j.score - discount, judgements[cause].score - AMBIGUOUS_WITHIN - 1)
+        j.evidence_against.append(
+            f"this is how the failure ended, not why: {cause} explains the memory before it"
+        )
 
 
 def _verdict(facts: Facts, ranked: list[dict[str, Any]]) -> tuple[str, list[str]]:

@@ -17,8 +17,9 @@ import orjson
 import pytest
 from conftest import bundle_errors, run_evidence, write_config
 
-from analyze.classify import catalog, classify
+from analyze.classify import _weigh_endings, catalog, classify
 from analyze.ingest import connect, ingest
+from analyze.rules import Judgement
 from lab.builder import Builder, engine
 
 GIB = 1024**3
@@ -575,3 +576,15 @@ def test_this_quiet_machine_is_no_fault(tmp_path):
     )
     assert result["verdict"] == "no-fault", scores(result)
     assert result["gaps"]  # and it says what it could not see (no GPU, no engines here)
+
+
+def test_a_weak_ending_cannot_tie_with_the_cause_it_ended():
+    """The machine ran short beside a leak's floors, nothing killed: two points of
+    host-exhaustion, how the leak's three ended. It must not make the verdict ambiguous."""
+    leak, short = Judgement(), Judgement(ending=True)
+    leak.add(3, "the floor rose in the quiet hours and never came back")
+    short.add(2, "available memory fell to 1% and nothing was killed")
+    judged = {"leak-ratchet": leak, "host-exhaustion": short}
+    _weigh_endings(judged)
+    assert leak.score == 3 and short.score < 2
+    assert "how the failure ended, not why" in short.evidence_against[0]
