@@ -205,18 +205,24 @@ def _leaking_until(died_at: int) -> list[float]:
     return out
 
 
-def test_a_death_releases_the_leak_and_does_not_end_it(tmp_path):
-    """The engine died an hour before the systemd trigger: its memory was given back, the
-    series dropped and stayed down. The floors up to the death are the leak."""
+def _died_leaking() -> Builder:
+    """The leaking card of a 48 GiB DCGM GPU whose engine died an hour before the
+    systemd trigger."""
     used = _leaking_until(len(DAY) - 12)
     dcgm = [{"metric": {"job": "dcgm", "gpu": "0"},
              "values": [[t, repr(v)] for t, v in zip(DAY, used, strict=True)]}]  # fmt: skip
     total = [{"metric": {"job": "dcgm", "gpu": "0"},
               "values": [[t, repr(48.0 * GIB)] for t in DAY]}]  # fmt: skip
-    b = history(
+    return history(
         base(trigger=("systemd", "llama-server.service", "result=core-dump")),
         {"accelerator_memory_used": dcgm, "accelerator_memory_total": total},
     )
+
+
+def test_a_death_releases_the_leak_and_does_not_end_it(tmp_path):
+    """The engine died an hour before the systemd trigger: its memory was given back, the
+    series dropped and stayed down. The floors up to the death are the leak."""
+    b = _died_leaking()
     result = verdict(tmp_path, b)
     assert result["verdict"] == "leak-ratchet", scores(result)
     assert "never came back" in result["candidates"][0]["evidence_for"][0]
@@ -366,15 +372,7 @@ def test_a_high_water_climbing_all_day_while_the_prompts_kept_their_length_is_a_
 def test_a_stall_beside_a_service_that_failed_outright_yields_to_what_filled_memory(tmp_path):
     """The leak's card filled the machine, which stalled; the engine then aborted on an
     allocation failure. The stall came with the leak: it is how it ended, not why."""
-    used = _leaking_until(len(DAY) - 12)
-    dcgm = [{"metric": {"job": "dcgm", "gpu": "0"},
-             "values": [[t, repr(v)] for t, v in zip(DAY, used, strict=True)]}]  # fmt: skip
-    total = [{"metric": {"job": "dcgm", "gpu": "0"},
-              "values": [[t, repr(48.0 * GIB)] for t in DAY]}]  # fmt: skip
-    b = history(
-        base(trigger=("systemd", "llama-server.service", "result=core-dump")),
-        {"accelerator_memory_used": dcgm, "accelerator_memory_total": total},
-    )
+    b = _died_leaking()
     b.pressure([(t, 45.0) for t in WINDOW], [(t, 15.0) for t in WINDOW])
     b.vmstat([(t, 1000 + i * 500) for i, t in enumerate(WINDOW)])
     result = verdict(tmp_path, b)
