@@ -821,10 +821,43 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             elif cache:
                 j.add(1, "the KV cache did not climb with it: the rise is not the cache")
             return
+        climbed = _engine_climbed(f, name, label, least)
+        if climbed:
+            j.add(3, climbed)
+            return
         if pool and abs(levels[-1] - levels[0]) < LEAK_SHARE * pool:
             j.evidence_against.append(f"the {label} floor is flat between bursts: {said}")
         else:
             j.evidence_against.append(f"the {label} floor did not ratchet: {said}")
+
+
+def _engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None:
+    """A leak's last hours need not leave floors: the line climbs without a pause to the
+    kill. The kernel took the engine with no other process holding much and no cache
+    climbing alongside: the engine's own memory, not its conversations."""
+    w = _window(f)
+    kills = [t for _, t in _recent_kills(f) if engine_kill(t)]
+    if not kills or _culprit(f, kills[-1]):
+        return None
+    levels = known(w.incident(f.series[name]))
+    quarter = len(levels) // 4
+    if quarter < 2:
+        return None
+    medians = [_median(levels[i * quarter : (i + 1) * quarter]) for i in range(4)]
+    # Rising quarter on quarter, however late in the window it took off, and not in one
+    # jump (a model loaded is a step).
+    rises = [b - a for a, b in zip(medians, medians[1:], strict=False)]
+    total = medians[-1] - medians[0]
+    if min(rises) < 0 or total < least or max(rises) > LEAK_ONE_JUMP * total:
+        return None
+    cache = [n for n in ("kv_cache", "context_high_water") if _history(f, n)]
+    if any(shapes.climb(w.incident(f.series[n])).verdict for n in cache):
+        return None
+    return (
+        f"the {label} climbed through the hours before the kernel took the engine, with no "
+        "cache climbing alongside and no other process holding much: quarter medians "
+        f"{', '.join(_gib(m) for m in medians)}"
+    )
 
 
 def _before_release(

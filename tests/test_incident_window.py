@@ -12,6 +12,7 @@ from test_classify import (
     available,
     base,
     healthy_bursts,
+    noisy,
     scores,
     verdict,
 )
@@ -379,3 +380,36 @@ def test_a_stall_beside_a_service_that_failed_outright_yields_to_what_filled_mem
     assert result["verdict"] == "leak-ratchet", scores(result)
     stall = next(c for c in result["candidates"] if c["fault"] == "memory-pressure-stall")
     assert any("how the failure ended" in e for e in stall["evidence_against"]), stall
+
+
+def _killed_after(used: list[float]) -> Builder:
+    kill = (
+        "Out of memory: Killed process 38705 (VLLM::EngineCor) total-vm:152538098kB, "
+        "anon-rss:42720873kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:85561kB"
+    )
+    b = history(
+        base(trigger=("healthcheck", "gateway", "HTTP 502")),
+        {
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in used]
+            )
+        },
+    )
+    return b.kernel([kill], ago_s=3 * 60)
+
+
+def test_an_engine_climbing_without_a_pause_to_its_kill_is_a_fast_leak(tmp_path):
+    """No quiet stretch to read a floor in: the last two hours climb 40 GiB to the kill."""
+    n = len(DAY)
+    used = [60 * GIB + (40 * GIB * (i - (n - 24)) / 24 if i >= n - 24 else 0) for i in range(n)]
+    result = verdict(tmp_path, _killed_after(noisy(used, 0.1 * GIB)))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    assert "climbed through the hours before the kernel took" in str(result["candidates"][0])
+
+
+def test_one_jump_before_the_kill_is_no_fast_leak(tmp_path):
+    n = len(DAY)
+    used = [60 * GIB + (40 * GIB if i >= n - 6 else 0) for i in range(n)]
+    result = verdict(tmp_path, _killed_after(noisy(used, 0.1 * GIB)))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert not any("climbed through the hours" in e for e in leak["evidence_for"]), leak
