@@ -53,7 +53,10 @@ EXIT_CODES = {
     EXIT_USAGE: "bad usage or bad configuration",
     EXIT_BUSY: "another capture holds the archive lock; nothing was captured",
     EXIT_ARCHIVE: "the archive cannot be written (permissions, not a directory, disk full)",
-    EXIT_INCOMPLETE: "the bundle was sealed but some evidence was dropped (disk full)",
+    EXIT_INCOMPLETE: (
+        "the bundle was sealed but is not complete: some evidence was dropped (disk full), "
+        "or a probe was not read in time"
+    ),
     EXIT_LIMITED: "this trigger captured less than capture.min_interval ago; skipped and "
     "counted in its next bundle",
     EXIT_STOPPED: "stopped by SIGTERM; what was read is kept as a -partial bundle",
