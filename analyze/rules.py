@@ -1974,8 +1974,9 @@ def false_liveness(f: Facts) -> Judgement:
     queue = _queued_at_capture(f)
     if j.score and queue:
         # The engine answered and was working through a queue: the deep check waited its
-        # turn. That is the queue (concurrency), not a layer that stopped answering.
-        j.score -= 2
+        # turn. That is the queue (concurrency), not a layer that stopped answering: what
+        # is left is a note, which cannot tie with the queue's own evidence.
+        j.score = min(j.score - 2, 1)
         j.evidence_against.append(f"the engine answered and {queue}: the timeout is the queue")
     if not f.checks and not f.engines:
         j.missing.append("health checks or engines to contrast")

@@ -141,3 +141,21 @@ def test_reloads_at_the_same_context_and_another_model_are_not_creep(tmp_path):
     assert result["verdict"] == "accelerator-oom", scores(result)
     creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
     assert creep["score"] == 0
+
+
+def test_a_shallow_check_answering_beside_the_queue_is_no_rival_to_it(tmp_path):
+    """The engine's /health answered and the gateway's completion timed out: that contrast
+    is the queue the stats lines show, not a layer that stopped answering."""
+    lines = [V1.format(s=i, r=8, w=60 + 10 * i, kv="4.0") for i in range(12)]
+    b = base(trigger=("healthcheck", "gateway", "no answer within 90 s")).logs(lines)
+    b.checks(
+        [
+            {"name": "vllm", "kind": "http", "ok": True, "status": "ok", "answer": {}},
+            {"name": "gateway", "kind": "completion", "ok": False, "status": "timeout",
+             "reason": "no answer within 90 s", "answer": {}},
+        ]
+    )  # fmt: skip
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "concurrency-overload", scores(result)
+    liveness = next(c for c in result["candidates"] if c["fault"] == "false-liveness")
+    assert liveness["score"] <= 1 and "the timeout is the queue" in str(liveness)
