@@ -1299,7 +1299,7 @@ def host_exhaustion(f: Facts) -> Judgement:
         j.evidence_against.append(grew)
         j.ending = True
     if _history(f, "available"):
-        _exhaustion_in_window(f, j, machine_kill=bool(kills) and j.score >= 4)
+        _exhaustion_in_window(f, j, machine_kill=bool(kills) and j.score >= 4, card_grew=bool(grew))
         return j
     available = _values(f, "available")
     if available and f.memory_total:
@@ -1388,7 +1388,7 @@ def _services(f: Facts) -> bool:
     return bool(f.engines) or any(is_service(t) for t in f.targets)
 
 
-def _exhaustion_in_window(f: Facts, j: Judgement, machine_kill: bool) -> None:
+def _exhaustion_in_window(f: Facts, j: Judgement, machine_kill: bool, card_grew: bool) -> None:
     """Host available memory falling to a small share of the total before the kill or the
     outage, against the rest of the day; the card's line flat; memory back once the
     victim's was released. A scrape can miss the lowest point: beside a kill a higher
@@ -1432,7 +1432,7 @@ def _exhaustion_in_window(f: Facts, j: Judgement, machine_kill: bool) -> None:
         j.add(1, f"available memory came back to {_gib(max(after))} once the victim's was freed")
     if _history(f, "accelerator_used"):
         card = shapes.step(w.incident(f.series["accelerator_used"]), fmt=_gib)
-        if not card.verdict and not _card_grew(f):
+        if not card.verdict and not card_grew:
             j.add(1, "the accelerator's line stayed flat: the host ran out, not the card")
 
 
