@@ -124,8 +124,8 @@ ENGINES: dict[str, dict[str, Route]] = {
     },
     "llama-server": {
         "/health": (200, JSON, sample("llamacpp-health-ok.json")),
-        "/slots": (200, JSON, sample("llamacpp-slots.json")),
-        "/metrics": (200, PROM, sample("llamacpp-metrics.txt")),
+        "/slots": (200, JSON, sample("llamacpp-slots-real-busy-b1-0c1e570.json")),
+        "/metrics": (200, PROM, sample("llamacpp-metrics-real-busy-b1-0c1e570.txt")),
         "/props": (200, JSON, as_json(LLAMACPP_PROPS)),
         "/v1/models": (
             200,

@@ -29,6 +29,9 @@ from capture.redact import scrub
 
 KINDS = ("llama_swap", "ollama", "comfyui", "a1111", "vllm", "sglang", "llama_server")
 RAW_BYTES = 64 * 1024
+# A Prometheus page is kept whole up to this: vLLM 0.32's is 52-58 KB on one small model and
+# grows with each model, engine and label value; readings nobody parses live only there.
+EXPOSITION_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class Endpoint:
     parse: Callable[[Answer], dict[str, Any]]
     sampled: bool = False
     keep_tail: bool = False  # a log: the end matters, not the beginning
+    raw_bytes: int = RAW_BYTES  # how much of the raw answer the bundle keeps
 
 
 class Reader:
@@ -91,7 +95,7 @@ class Reader:
     @staticmethod
     def _entry(endpoint: Endpoint, answer: Answer, keep_raw: bool) -> dict[str, Any]:
         entry = (
-            answer.record(RAW_BYTES)
+            answer.record(endpoint.raw_bytes)
             if keep_raw
             else {
                 "status": answer.status,
@@ -101,9 +105,9 @@ class Reader:
             }
         )
         if keep_raw and endpoint.keep_tail:
-            entry["body"] = answer.body[-RAW_BYTES:].decode("utf-8", "backslashreplace")
+            entry["body"] = answer.body[-endpoint.raw_bytes :].decode("utf-8", "backslashreplace")
         elif keep_raw:
-            entry["body"] = _scrubbed_body(answer)
+            entry["body"] = _scrubbed_body(answer, endpoint.raw_bytes)
         if answer.status == "ok":
             try:
                 entry["readings"] = endpoint.parse(answer)
@@ -111,15 +115,15 @@ class Reader:
                 entry["status"] = "error"
                 entry["reason"] = f"the answer could not be parsed: {type(exc).__name__}: {exc}"
                 if not keep_raw:  # a sample that fails to parse still keeps its evidence
-                    entry["body"] = _scrubbed_body(answer)
+                    entry["body"] = _scrubbed_body(answer, endpoint.raw_bytes)
         return entry
 
 
-def _scrubbed_body(answer: Answer) -> str:
+def _scrubbed_body(answer: Answer, keep_bytes: int) -> str:
     """The raw body, capped, unless its JSON holds a secret by key ({"auth": ...} in /props):
     text patterns cannot see that a value is secret, so such a body is kept as its JSON
     with those values redacted, re-serialised. The writer text-scrubs either."""
-    raw = answer.body[:RAW_BYTES].decode("utf-8", "backslashreplace")
+    raw = answer.body[:keep_bytes].decode("utf-8", "backslashreplace")
     try:
         data = answer.json()
     except ValueError:
@@ -127,7 +131,7 @@ def _scrubbed_body(answer: Answer) -> str:
     clean = scrub(data)
     if clean == data:
         return raw
-    return orjson.dumps(clean).decode()[:RAW_BYTES]
+    return orjson.dumps(clean).decode()[:keep_bytes]
 
 
 REGISTRY: dict[str, type[Reader]] = {}
@@ -161,6 +165,11 @@ def openai_models(answer: Answer) -> dict[str, Any]:
 def status_only(answer: Answer) -> dict[str, Any]:
     """A health endpoint whose status code is the whole answer (vLLM, SGLang: 200 empty)."""
     return {"http_status": answer.http_status, "body": answer.text()[:200]}
+
+
+def exposition(wanted: tuple[str, ...]) -> Endpoint:
+    """An engine's /metrics, sampled through the window and kept whole in the snapshot."""
+    return Endpoint("/metrics", metrics(wanted), sampled=True, raw_bytes=EXPOSITION_BYTES)
 
 
 def metrics(wanted: tuple[str, ...]) -> Callable[[Answer], dict[str, Any]]:

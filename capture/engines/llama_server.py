@@ -9,7 +9,7 @@ Format: ../shared/reference/formats.md section 6.
 
 from typing import Any
 
-from capture.engines import Endpoint, Reader, json_object, metrics, openai_models, register
+from capture.engines import Endpoint, Reader, exposition, json_object, openai_models, register
 from capture.httpget import Answer
 
 WANTED = (
@@ -36,6 +36,10 @@ def slots(answer: Answer) -> dict[str, Any]:
     rows = []
     for slot in data:
         following = slot.get("next_token") or {}
+        if isinstance(following, list):
+            # Real builds send a list of one object (formats.md 6.2, checked on b1-0c1e570);
+            # the README documents an object, as older fakes served.
+            following = following[0] if following else {}
         rows.append(
             {
                 "id": slot.get("id"),
@@ -46,7 +50,15 @@ def slots(answer: Answer) -> dict[str, Any]:
                 "n_remain": following.get("n_remain"),
             }
         )
-    return {"slots": rows, "busy": sum(bool(r["is_processing"]) for r in rows)}
+    return {
+        "slots": rows,
+        "busy": sum(bool(r["is_processing"]) for r in rows),
+        # Tokens the busy slots have produced so far: it moves while a long generation runs,
+        # when llamacpp:tokens_predicted_total (counted at each request's end) does not.
+        "decoded": sum(
+            r["n_decoded"] for r in rows if r["is_processing"] and isinstance(r["n_decoded"], int)
+        ),
+    }
 
 
 def props(answer: Answer) -> dict[str, Any]:
@@ -68,7 +80,7 @@ class LlamaServer(Reader):
     endpoints = (
         Endpoint("/health", health, sampled=True),
         Endpoint("/slots", slots, sampled=True),
-        Endpoint("/metrics", metrics(WANTED), sampled=True),
+        exposition(WANTED),
         Endpoint("/props", props),
         Endpoint("/v1/models", openai_models),
     )

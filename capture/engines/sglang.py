@@ -10,8 +10,8 @@ from typing import Any
 from capture.engines import (
     Endpoint,
     Reader,
+    exposition,
     json_object,
-    metrics,
     openai_models,
     published,
     register,
@@ -57,7 +57,7 @@ class Sglang(Reader):
     ports = (30000,)
     endpoints = (
         Endpoint("/health", status_only, sampled=True),
-        Endpoint("/metrics", metrics(WANTED), sampled=True),
+        exposition(WANTED),
         Endpoint("/v1/models", openai_models),
         Endpoint("/get_server_info", server_info),
     )

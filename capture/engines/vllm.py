@@ -10,8 +10,8 @@ from typing import Any
 from capture.engines import (
     Endpoint,
     Reader,
+    exposition,
     json_object,
-    metrics,
     openai_models,
     published,
     register,
@@ -29,6 +29,18 @@ WANTED = (
     "vllm:generation_tokens_total",
     "vllm:request_success_total",
     "vllm:engine_sleep_state",
+    # Seen on a real vLLM 0.32 (CPU build): why requests wait, what the prefix cache saves,
+    # how the cache was sized (labels: gpu_memory_utilization, num_gpu_blocks,
+    # kv_cache_memory_bytes), requests refused at admission, and how many completions each
+    # request asked for (n > 1 multiplies the KV cache a request holds).
+    "vllm:num_requests_waiting_by_reason",
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:prompt_tokens_cached_total",
+    "vllm:cache_config_info",
+    "vllm:admission_rejections_total",
+    "vllm:request_params_n_sum",
+    "vllm:request_params_n_count",
 )
 
 
@@ -41,7 +53,7 @@ class Vllm(Reader):
     kind = "vllm"
     ports = (8000,)
     endpoints = (
-        Endpoint("/metrics", metrics(WANTED), sampled=True),
+        exposition(WANTED),
         Endpoint("/health", status_only, sampled=True),
         Endpoint("/v1/models", openai_models),
         Endpoint("/version", version),

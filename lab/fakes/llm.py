@@ -85,7 +85,7 @@ class Slot:
     task: Task | None = None
     n_past: int = 0  # tokens in this slot's cache
     cache: list[str] = field(default_factory=list)  # what those tokens are
-    last_task: int = -1
+    last: Task | None = None  # the task it served last: /slots keeps showing it
     used_at: float = 0.0
 
 
@@ -117,7 +117,9 @@ class Engine:
         self.count = dict(
             prompt_tokens=0,
             prompt_s=0.0,
-            predicted=0,
+            prompt_cached=0,
+            generated=0,  # per step, as vLLM counts
+            predicted=0,  # per finished request, as llama-server counts (formats.md 6.1)
             predicted_s=0.0,
             n_decode=0,
             busy_per_decode=0,
@@ -177,8 +179,9 @@ class Engine:
             free.remove(slot)
             reuse = min(common_prefix(slot.cache, task.prompt), task.prompt_tokens - 1)
             task.slot, task.prefilled, task.cached = slot.id, reuse, reuse
-            slot.task, slot.last_task, slot.n_past = task, task.id, reuse
+            slot.task, slot.last, slot.n_past = task, task, reuse
             slot.cache = task.prompt[:reuse]
+            self.count["prompt_cached"] += reuse
         active = [s for s in self.slots if s.task is not None]
         decoding = [s for s in active if s.task and s.task.prefilled >= s.task.prompt_tokens]
         if self.args.fault == "device-hang" and self.finished >= self.args.fault_after and decoding:
@@ -204,7 +207,7 @@ class Engine:
                 task.said.append(words(1, task.id + task.decoded)[0])
                 task.decode_s += tick
                 slot.n_past += 1
-                self._add(predicted=1, predicted_s=tick)
+                self.count["generated"] += 1
                 limit = task.max_tokens if task.max_tokens > 0 else math.inf
                 if task.decoded >= self.args.answer_tokens:
                     task.finish = "stop"  # the model's end of sequence
@@ -217,6 +220,7 @@ class Engine:
                 slot.cache = task.prompt + task.said
                 self.finished += 1
                 self.success[task.finish] += 1
+                self._add(predicted=task.decoded, predicted_s=task.decode_s)
                 self.held.blocks(f"kv{slot.id}", used, self.block_bytes)
                 task.done.set()
             elif used > self.held.count(f"kv{slot.id}"):
@@ -235,7 +239,7 @@ class Engine:
             "waiting": len(self.waiting),
             "kv_usage": sum(s.n_past for s in self.slots) / (self.args.ctx_size * len(self.slots)),
             "prompt_tokens": self.count["prompt_tokens"],
-            "generation_tokens": self.count["predicted"],
+            "generation_tokens": self.count["generated"],
             "success": dict(self.success),
         }
 
@@ -245,11 +249,16 @@ class Engine:
         c, b = self.count, self.bucket
         values = {
             "llamacpp:prompt_tokens_total": c["prompt_tokens"],
+            "llamacpp:prompt_tokens_cached_total": c["prompt_cached"],
             "llamacpp:prompt_seconds_total": c["prompt_s"],
             "llamacpp:tokens_predicted_total": c["predicted"],
             "llamacpp:tokens_predicted_seconds_total": c["predicted_s"],
             "llamacpp:n_decode_total": c["n_decode"],
             "llamacpp:n_tokens_max": c["n_tokens_max"],
+            # No speculative decoding here; the real server publishes the families at 0.
+            "llamacpp:spec_decode_num_draft_tokens_total": 0,
+            "llamacpp:spec_decode_num_accepted_tokens_total": 0,
+            "llamacpp:spec_decode_num_drafts_total": 0,
             "llamacpp:n_busy_slots_per_decode": c["busy_per_decode"] / max(1, c["n_decode"]),
             "llamacpp:prompt_tokens_seconds": b["prompt_tokens"] / b["prompt_s"]
             if b["prompt_s"]
@@ -264,25 +273,36 @@ class Engine:
         return values
 
     def slots_answer(self) -> list[dict[str, Any]]:
-        template = json.loads(payloads.sample("llamacpp-slots.json"))[0]  # formats.md 6.2
+        # formats.md 6.2 as a real server (b1-0c1e570) sends it: a slot that never served a
+        # request carries four keys; one that has adds its task, params and a next_token
+        # that is a list of one object.
+        real = json.loads(payloads.sample("llamacpp-slots-real-b1-0c1e570.json"))
+        fresh, template = real[0], real[1]
         out = []
         for slot in self.slots:
-            task = slot.task
-            limit = task.max_tokens if task and task.max_tokens > 0 else -1
+            task = slot.task or slot.last
+            if task is None:
+                out.append({**fresh, "id": slot.id, "n_ctx": self.args.ctx_size})
+                continue
+            limit = task.max_tokens if task.max_tokens > 0 else -1
+            busy = slot.task is not None
             out.append(
                 {
                     **template,
                     "id": slot.id,
-                    "id_task": task.id if task else -1,
                     "n_ctx": self.args.ctx_size,
-                    "is_processing": task is not None,
-                    "params": {**template["params"], "n_predict": limit},
-                    "next_token": {
-                        "has_next_token": task is not None,
-                        "has_new_line": False,
-                        "n_remain": limit - task.decoded if task and limit > 0 else -1,
-                        "n_decoded": task.decoded if task else 0,
-                    },
+                    "is_processing": busy,
+                    "id_task": task.id,
+                    "n_prompt_tokens": len(task.prompt),
+                    "params": {**template["params"], "n_predict": limit, "max_tokens": limit},
+                    "next_token": [
+                        {
+                            "has_next_token": busy,
+                            "has_new_line": False,
+                            "n_remain": limit - task.decoded if limit > 0 else -1,
+                            "n_decoded": task.decoded,
+                        }
+                    ],
                 }
             )
         return out
@@ -386,7 +406,7 @@ def _families(sample: str) -> list[tuple[str, str, str]]:
 def llama_server(engine: Engine) -> App:
     args = engine.args
     app = App()
-    families = _families("llamacpp-metrics.txt")
+    families = _families("llamacpp-metrics-real-busy-b1-0c1e570.txt")
     build = payloads.LLAMACPP_PROPS["build_info"]
 
     def ready(fn: Callable[[Request], Response]) -> Callable[[Request], Response]:
