@@ -32,6 +32,7 @@ _PROMETHEUS = {
     "requests_waiting": ("requests_waiting",),
     "tokens_generated": ("tokens_generated",),
     "tokens_prompt": ("tokens_prompt",),
+    "decode_calls": ("decode_calls",),
     "preemptions": ("preemptions",),
     "available": ("host_memory_available",),
     "gateway_up": ("gateway_up",),
@@ -94,6 +95,10 @@ ENGINE_SERIES = {
         "sglang:prompt_tokens_total",
         "llamacpp:prompt_tokens_total",
     ),
+    # llama.cpp counts a request's generated tokens when it finishes: these two move while a
+    # long generation runs (formats.md 6.1, seen on a real server).
+    "decode_calls": ("llamacpp:n_decode_total",),
+    "slot_tokens": ("/slots:decoded",),
 }
 
 

@@ -2058,37 +2058,62 @@ def orphaned_result(f: Facts) -> Judgement:
     return j
 
 
+# Counters that move when an engine works: generated tokens, prompt tokens read, and
+# llama.cpp's decode calls (its generated-token counter moves only as a request finishes).
+PROGRESS = (
+    ("tokens_generated", "tokens generated"),
+    ("tokens_prompt", "prompt tokens processed"),
+    ("decode_calls", "decode calls"),
+)
+
+
 @rule("wedged-no-progress")
 def wedged_no_progress(f: Facts) -> Judgement:
     j = Judgement()
-    if not f.has("tokens_generated"):
-        j.missing.append("an engine's progress counter (generated tokens)")
+    counters = {name: words for name, words in PROGRESS if f.has(name)}
+    slot_tokens = _values(f, "slot_tokens")
+    if not counters and len(slot_tokens) < 2:
+        j.missing.append(
+            "an engine's progress counter (generated tokens, decode calls, or its slots' tokens)"
+        )
         return j
-    tokens = _values(f, "tokens_generated")
+    stamps = [
+        t for name in (*counters, "slot_tokens") for t, v in f.series.get(name, []) if v is not None
+    ]
     busy = [v for values in f.engine_load.values() for v in values]
-    stamps = [t for t, v in f.series["tokens_generated"] if v is not None]
-    prompts = _values(f, "tokens_prompt")
-    if stamps[-1] - stamps[0] < WEDGED_MIN_S:
+    moved = {
+        name: _values(f, name)[-1] - _values(f, name)[0]
+        for name in counters
+        if _values(f, name)[-1] != _values(f, name)[0]
+    }
+    if max(stamps) - min(stamps) < WEDGED_MIN_S:
         # Two readings a moment apart cannot show that nothing moved.
         j.missing.append(
             f"progress readings over at least {WEDGED_MIN_S:.0f} s (these span "
-            f"{stamps[-1] - stamps[0]:.1f} s)"
+            f"{max(stamps) - min(stamps):.1f} s)"
         )
-    elif tokens[-1] == tokens[0] and prompts and prompts[-1] > prompts[0]:
+    elif "tokens_generated" not in moved and "tokens_prompt" in moved:
         j.evidence_against.append(
-            f"no token generated, but {prompts[-1] - prompts[0]:.0f} prompt tokens were "
+            f"no token generated, but {moved['tokens_prompt']:.0f} prompt tokens were "
             "processed: a long prompt being read is progress"
         )
-    elif tokens[-1] == tokens[0] and busy and min(busy) > 0:
+    elif moved:
+        said = ", ".join(f"{value:.0f} {counters[name]}" for name, value in moved.items())
+        j.evidence_against.append(f"{said} in the window: busy but progressing")
+    elif len(set(slot_tokens)) > 1:
+        j.evidence_against.append(
+            f"the busy slots' decoded tokens moved ({slot_tokens[0]:.0f} -> "
+            f"{slot_tokens[-1]:.0f}): busy but progressing"
+        )
+    elif busy and min(busy) > 0:
+        standing = (
+            "; ".join(f"{words} {_values(f, name)[0]:.0f}" for name, words in counters.items())
+            or f"slots' decoded tokens {slot_tokens[0]:.0f}"
+        )
         j.add(
             4,
-            f"busy through the window (queue never empty) and no token generated "
-            f"({tokens[0]:.0f} before and after)",
-        )
-    elif tokens[-1] > tokens[0]:
-        j.evidence_against.append(
-            f"{tokens[-1] - tokens[0]:.0f} tokens were generated in "
-            "the window: busy but progressing"
+            f"busy through the window (queue never empty) and nothing moved ({standing}, "
+            "before and after)",
         )
     return j
 

@@ -85,6 +85,7 @@ HISTORY_QUERIES = (
         " or llamacpp:prompt_tokens_total or vllm:prompt_tokens_total"
         " or sglang:prompt_tokens_total",
     ),
+    ("decode_calls", "llamacpp:n_decode_total"),
     ("kv_cache_usage_legacy", "vllm:gpu_cache_usage_perc"),
     ("preemptions", "vllm:num_preemptions_total or sglang:num_retracted_requests_total"),
     ("host_memory_free_darwin", "node_memory_free_bytes"),
