@@ -265,7 +265,7 @@ def _thirds(values: list[float]) -> tuple[float, float]:
 
 
 def _prompts_in_log(f: Facts, j: Judgement) -> None:
-    """llama-server logs each prompt's length against its slot's context: prompts growing
+    """llama-server logs each request's length against its slot's context: requests growing
     through the log's tail, the last third filling most of the slot, is the conversations
     getting longer."""
     sizes = [p.tokens for p in f.prompts]
@@ -273,8 +273,9 @@ def _prompts_in_log(f: Facts, j: Judgement) -> None:
         return
     first, last = _thirds(sizes)
     slot = f.prompts[-1].slot_context
+    what = "the context each request held went" if f.prompts[-1].at_release else "prompts went"
     said = (
-        f"the engine's log: prompts went from {first:.0f} to {last:.0f} tokens (medians) over "
+        f"the engine's log: {what} from {first:.0f} to {last:.0f} tokens (medians) over "
         f"its last {len(sizes)} requests, against a slot context of {slot}"
     )
     if last > CREEP_OVER_USUAL * first and last >= KV_ROOM * slot:

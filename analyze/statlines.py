@@ -9,7 +9,11 @@ nothing scraped them (no Prometheus, an engine's /metrics not configured).
   #queue-req: 0`.
 - llama-server's line for each request it starts: `new prompt, n_ctx_slot = 8192,
   n_keep = 0, task.n_tokens = 5403` (older builds: `n_prompt_tokens = 5403`): how long
-  each prompt was against the slot's context.
+  each prompt was against the slot's context. Builds of 2026 (b1-0c1e570, seen running)
+  log that line at trace level only; at the default level they log the slot context once
+  at start (`load_model: initializing, n_slots = 2, n_ctx_slot = 4096, ...`) and, as each
+  request ends, the context it held (`slot release: id 1 | task 9 | stop processing:
+  n_tokens = 511, truncated = 1`): prompt and answer together.
 - Ollama's line for each load of a model (2024-2025 releases, as pasted in its issues):
   `msg="starting llama server" cmd="... --model /…/blobs/sha256-… --ctx-size 8192
   --batch-size 512 ... --parallel 4 --port 36611"`: the context it was loaded with, all
@@ -38,6 +42,8 @@ _PROMPT = re.compile(
     r"new prompt, n_ctx_slot = (?P<slot>\d+),"
     r".*?(?:task\.n_tokens|n_prompt_tokens) = (?P<tokens>\d+)"
 )
+_SLOT_CONTEXT = re.compile(r"initializing, n_slots = \d+, n_ctx_slot = (?P<slot>\d+)")
+_RELEASE = re.compile(r"stop processing: n_tokens = (?P<tokens>\d+)")
 _LOAD = re.compile(
     r'starting llama server" cmd=".*?--model (?P<model>\S+).*?--ctx-size (?P<ctx>\d+)'
 )
@@ -46,6 +52,7 @@ _PARALLEL = re.compile(r"--parallel (\d+)")
 PATTERN = (
     r"Running: \d+ reqs, (?:Swapped: \d+ reqs, )?(?:Waiting|Pending): \d+|#running-req: \d+"
     r"|new prompt, n_ctx_slot = \d+|starting llama server\" cmd=.*--ctx-size \d+"
+    r"|initializing, n_slots = \d+, n_ctx_slot = \d+|stop processing: n_tokens = \d+"
 )
 
 
@@ -79,13 +86,23 @@ def readings(lines: list[str]) -> list[Reading]:
 @dataclass(frozen=True)
 class Prompt:
     slot_context: int  # the tokens one slot holds
-    tokens: int  # this request's prompt
+    tokens: int  # this request's prompt, or (at_release) all it held: prompt and answer
+    at_release: bool = False
 
 
 def prompts(lines: list[str]) -> list[Prompt]:
-    """Each request's prompt length, in the log's order."""
-    found = (_PROMPT.search(line) for line in lines)
-    return [Prompt(int(m["slot"]), int(m["tokens"])) for m in found if m]
+    """Each request's length against its slot's context, in the log's order. A release
+    line counts only after the start line that says how big a slot is."""
+    out = []
+    slot = None
+    for line in lines:
+        if m := _PROMPT.search(line):
+            out.append(Prompt(int(m["slot"]), int(m["tokens"])))
+        elif m := _SLOT_CONTEXT.search(line):
+            slot = int(m["slot"])
+        elif (m := _RELEASE.search(line)) and slot:
+            out.append(Prompt(slot, int(m["tokens"]), at_release=True))
+    return out
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ The lines are the engines' own: vLLM v1 (formats.md 9.5 prefix), the v0 line an 
 pasted in vllm-project/vllm#1492 (cut where the stored copy was cut), SGLang's decode line.
 """
 
+from pathlib import Path
+
 from test_classify import base, scores, verdict
 
 from analyze.statlines import Reading, loads, prompts, readings
@@ -78,7 +80,7 @@ LLAMA = (
 
 def test_llama_servers_prompt_lines_read_in_both_wordings():
     lines = [
-        LLAMA.format(k=1, key="task.n_tokens", n=5403),  # current builds
+        LLAMA.format(k=1, key="task.n_tokens", n=5403),  # 2025 builds, at info level
         LLAMA.format(k=2, key="n_prompt_tokens", n=2015),  # older ones
     ]
     assert [(p.slot_context, p.tokens) for p in prompts(lines)] == [(16384, 5403), (16384, 2015)]
@@ -101,6 +103,39 @@ def test_short_prompts_of_a_steady_chat_are_not_creep(tmp_path):
     result = verdict(tmp_path, b)
     creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
     assert creep["score"] == 0, scores(result)
+
+
+# A real llama-server (b1-0c1e570, built here; tests/fixtures/engines/README.md) at its
+# default log level: the slot context once at start, each request's context at its end.
+REAL_LOG = Path(__file__).parent / "fixtures" / "engines" / "llamacpp-server-real-b1-0c1e570.log"
+RELEASE = (
+    "0.01.{k:03d}.219 I slot      release: id  1 | task {k} | stop processing: "
+    "n_tokens = {n}, truncated = 0"
+)
+
+
+def test_a_real_servers_release_lines_read_against_its_slot_context():
+    lines = REAL_LOG.read_text().splitlines()
+    found = [(p.slot_context, p.tokens, p.at_release) for p in prompts(lines)]
+    assert found == [(512, 32, True), (512, 511, True)]  # the second filled its slot
+    kept = [line for line in lines if "engine-stats" in tags_of(line)]
+    assert len(kept) == 3 and "n_ctx_slot = 512" in kept[0]
+
+
+def test_requests_growing_to_fill_the_slot_at_release_are_creep(tmp_path):
+    start = next(ln for ln in REAL_LOG.read_text().splitlines() if "n_ctx_slot" in ln)
+    sizes = [110, 125, 150, 170, 200, 240, 290, 350, 420]
+    lines = [start] + [RELEASE.format(k=k, n=n) for k, n in enumerate(sizes)]
+    b = base(trigger=("healthcheck", "gateway", "no answer within 60 s")).logs(lines)
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "context-creep", scores(result)
+    said = result["candidates"][0]["evidence_for"][0]
+    assert "the context each request held went from" in said and "slot context of 512" in said
+
+
+def test_release_lines_without_the_start_line_are_not_read():
+    # The slot's size is unknown: a length alone says nothing about filling it.
+    assert prompts([RELEASE.format(k=1, n=500)]) == []
 
 
 # Ollama's load line as its users paste it (ollama/ollama#8098, #9509; 2024-2025 releases).
