@@ -1069,8 +1069,11 @@ def _overdue(f: Facts) -> str | None:
 
 
 def _slept_holding(f: Facts) -> str | None:
-    """vLLM's sleep mode says what it freed and what is still in use: a sleep that freed
-    less than stayed did not put the model away (sleep without its allocator is a no-op)."""
+    """An engine that says it put its model away while the memory stayed. vLLM's sleep mode
+    says what it freed and what is still in use: a sleep that freed less than stayed did
+    not put the model away (sleep without its allocator is a no-op). llama-server says only
+    that it is sleeping (--sleep-idle-seconds): its process still holding a model's worth
+    of the card after its last such line is the same unload that did not happen."""
     for line in reversed(f.lines.get("engine-sleep", [])):
         m = re.search(r"Sleep mode freed ([\d.]+) GiB memory, ([\d.]+) GiB memory is still", line)
         if m:
@@ -1079,6 +1082,21 @@ def _slept_holding(f: Facts) -> str | None:
                 return (
                     f"the engine went to sleep and freed {_gib(freed)}, with {_gib(kept)} "
                     f"still in use: {line[:160]}"
+                )
+            return None
+        if "exiting sleeping state" in line:
+            return None  # awake again: its memory is its model's
+        if "entering sleeping state" in line:
+            held = [
+                p
+                for p in _engine_holders(f)
+                if (p["used_bytes"] or 0) >= MODEL_MIN_BYTES
+                and _belongs(_who(f, p), "llama-server")
+            ]
+            if held:
+                return (
+                    f"the engine said it is sleeping ({line[:120]}) while pid {held[0]['pid']} "
+                    f"still holds {_gib(held[0]['used_bytes'])} of the accelerator"
                 )
             return None
     return None

@@ -49,8 +49,13 @@ TAGS: tuple[tuple[str, str], ...] = (
     ("hung-task", r"blocked for more than \d+ seconds|hung_task"),
     # Ollama's estimate before a load: what the model needs against what the GPUs have.
     ("load-estimate", r"memory\.required\.full="),
-    # An engine saying it released its model: vLLM's sleep mode, with what it freed.
-    ("engine-sleep", r"Sleep mode freed [\d.]+ GiB memory|seconds to fall asleep"),
+    # An engine saying it released its model: vLLM's sleep mode, with what it freed;
+    # llama-server's idle sleep (--sleep-idle-seconds), and its waking.
+    (
+        "engine-sleep",
+        r"Sleep mode freed [\d.]+ GiB memory|seconds to fall asleep"
+        r"|server is (?:entering|exiting) sleeping state",
+    ),
     # An engine's periodic stats: its queue and cache, read by analyze/statlines.py.
     ("engine-stats", statlines.PATTERN),
     # A request answered: llama-server's access and slot lines, Ollama's GIN line, the

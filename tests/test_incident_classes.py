@@ -304,3 +304,45 @@ def test_a_weak_note_on_a_box_where_nothing_failed_stays_a_finding(tmp_path):
     result = verdict(tmp_path, base().processes(compilers))
     assert result["verdict"] == "no-fault", scores(result)
     assert any(f.startswith("noted, not a fault (build-swarm, 1)") for f in result["findings"])
+
+
+# llama-server's idle sleep as a real build logs it (b1-0c1e570 with --sleep-idle-seconds,
+# run here): tests/fixtures/engines/llamacpp-server-real-b1-0c1e570.log's neighbours.
+LLAMA_SLEEPS = (
+    "0.03.525.560 I que    start_loop: entering sleeping state",
+    "0.03.525.777 I srv  handle_sleep: server is entering sleeping state",
+)
+LLAMA_WAKES = (
+    "0.05.675.176 I que    start_loop: exiting sleeping state",
+    "0.05.675.182 I srv  handle_sleep: server is exiting sleeping state",
+)
+
+
+def _asleep_on_the_card(lines: tuple[str, ...]):
+    # Its /health still answers while asleep (seen on the real server): the check that
+    # fails is the completion that has to wake it.
+    b = base(trigger=("healthcheck", "answer", "no answer within 60 s"))
+    b.processes(
+        [
+            {"pid": 1, "name": "systemd", "rss_bytes": 8 << 20},
+            {"pid": 901, "ppid": 1, "name": "llama-server", "rss_bytes": GIB},
+        ]
+    )
+    b.gpu("NVIDIA GeForce RTX 3090", 24 * GIB, 22 * GIB, [(901, "llama-server", 21 * GIB)], False)
+    b.engines([engine("llama", "llama-server")])
+    return b.logs(list(lines))
+
+
+def test_a_llama_server_asleep_still_holding_the_card_did_not_unload(tmp_path):
+    """ggml-org/llama.cpp#23395: the server says it sleeps, its model unloaded, and the
+    card's memory stays with it; the next wake does not fit."""
+    result = verdict(tmp_path, _asleep_on_the_card(LLAMA_SLEEPS))
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+    said = result["candidates"][0]["evidence_for"]
+    assert any("said it is sleeping" in e and "21.0 GiB" in e for e in said), said
+
+
+def test_a_llama_server_awake_again_holds_its_own_model(tmp_path):
+    result = verdict(tmp_path, _asleep_on_the_card(LLAMA_SLEEPS + LLAMA_WAKES))
+    unloaded = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert not any("sleeping" in e for e in unloaded["evidence_for"]), scores(result)
