@@ -214,7 +214,9 @@ def derive(con: duckdb.DuckDBPyConnection, bundle_id: str) -> Facts:
             for tag in row["tags"]:
                 facts.lines.setdefault(tag, []).append(row["text"])
     facts.stats = statlines.readings(facts.lines.get("engine-stats", []))
-    facts.prompts = statlines.prompts(facts.lines.get("engine-stats", []))
+    facts.prompts = statlines.prompts(
+        facts.lines.get("engine-stats", []), _slot_context(con, facts, bundle_id)
+    )
     facts.loads = statlines.loads(facts.lines.get("engine-stats", []))
     facts.oom_kills = [
         (None if t is None else bundle["started_at"].timestamp() - t.timestamp(), text)
@@ -405,6 +407,38 @@ def _darwin_available(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: s
         [bundle_id],
     ).fetchall()
     _prefer(facts, "available", [(_ts(t), v) for t, v in points], "prometheus")
+
+
+def _slot_context(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) -> int | None:
+    """How many tokens a llama-server slot holds, where its log's start line is older than
+    the log kept: /props says it per slot; else the command line, whose context is split
+    over its slots (-c 8192 -np 2: 4096 each). Unknown when neither says."""
+    row = con.execute(
+        "SELECT value FROM samples WHERE bundle_id = ? AND source = 'engine' "
+        "AND metric = '/props:n_ctx' AND value > 0 ORDER BY t DESC LIMIT 1",
+        [bundle_id],
+    ).fetchone()
+    if row:
+        return int(row[0])
+    for p in facts.processes:
+        args = list(p["cmdline"] or [])
+        if "llama-server" not in " ".join([p["name"] or "", *args[:1]]):
+            continue
+        context, slots = _flag(args, ("-c", "--ctx-size")), _flag(args, ("-np", "--parallel"))
+        if context and slots:
+            return context // slots
+    return None
+
+
+def _flag(args: list[str], names: tuple[str, ...]) -> int | None:
+    for i, arg in enumerate(args):
+        value = args[i + 1] if arg in names and i + 1 < len(args) else None
+        for name in names:
+            if arg.startswith(name + "="):
+                value = arg.split("=", 1)[1]
+        if value and value.isdigit():
+            return int(value)
+    return None
 
 
 def _engine_series(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) -> None:

@@ -90,11 +90,11 @@ class Prompt:
     at_release: bool = False
 
 
-def prompts(lines: list[str]) -> list[Prompt]:
+def prompts(lines: list[str], slot: int | None = None) -> list[Prompt]:
     """Each request's length against its slot's context, in the log's order. A release
-    line counts only after the start line that says how big a slot is."""
+    line counts only where the slot's size is known: from the start line, else as given
+    (the server's /props or command line)."""
     out = []
-    slot = None
     for line in lines:
         if m := _PROMPT.search(line):
             out.append(Prompt(int(m["slot"]), int(m["tokens"])))

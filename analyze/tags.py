@@ -62,7 +62,7 @@ TAGS: tuple[tuple[str, str], ...] = (
     # uvicorn access line of vLLM and SGLang. Progress, seen in the log.
     (
         "request-done",
-        r"log_server_r: request: POST \S+ \S+ 200|stop processing: n_past"
+        r"log_server_r: request: POST \S+ \S+ 200|stop processing: n_(?:past|tokens)"
         r"|\[GIN\][^|]*\|\s*200\s*\|.*POST|\"POST /v1/\S+ HTTP/1\.1\" 200",
     ),
 )

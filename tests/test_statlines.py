@@ -133,6 +133,34 @@ def test_requests_growing_to_fill_the_slot_at_release_are_creep(tmp_path):
     assert "the context each request held went from" in said and "slot context of 512" in said
 
 
+def test_release_lines_read_against_the_slot_the_command_line_gives(tmp_path):
+    """The server started days ago: its start line is older than the log kept. Its
+    command line splits -c over --parallel (8192 over 2: 4096 tokens a slot)."""
+    sizes = [900, 1000, 1200, 1500, 1900, 2400, 2900, 3400, 3900]
+    b = base(trigger=("healthcheck", "gateway", "no answer within 60 s"))
+    b.processes(
+        [
+            {
+                "pid": 4242,
+                "name": "llama-server",
+                "cmdline": [
+                    "/usr/local/bin/llama-server",
+                    "-m",
+                    "/m.gguf",
+                    "-c",
+                    "8192",
+                    "-np",
+                    "2",
+                ],
+                "rss_bytes": 2 << 30,
+            }
+        ]
+    )
+    result = verdict(tmp_path, b.logs([RELEASE.format(k=k, n=n) for k, n in enumerate(sizes)]))
+    assert result["verdict"] == "context-creep", scores(result)
+    assert "slot context of 4096" in result["candidates"][0]["evidence_for"][0]
+
+
 def test_release_lines_without_the_start_line_are_not_read():
     # The slot's size is unknown: a length alone says nothing about filling it.
     assert prompts([RELEASE.format(k=1, n=500)]) == []
