@@ -8,3 +8,12 @@ CHATML = (
     "message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
+# The words both generated vocabularies know, so a prompt tokenizes into whole words.
+WORDS = (
+    "the", "of", "and", "to", "in", "is", "it", "that", "for", "on", "was", "with", "as",
+    "be", "at", "by", "this", "had", "not", "are", "but", "from", "or", "have", "an",
+    "they", "which", "one", "you", "were", "all", "there", "would", "their", "we", "been",
+    "has", "when", "who", "will", "more", "no", "if", "out", "so", "said", "what", "up",
+    "its", "a", "memory", "night", "slot", "queue", "engine", "model", "token", "cache",
+    "server", "request",
+)  # fmt: skip

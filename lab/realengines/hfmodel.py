@@ -12,23 +12,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from lab.realengines import CHATML
-
-WORDS = [
-    "the",
-    "memory",
-    "of",
-    "a",
-    "night",
-    "slot",
-    "queue",
-    "engine",
-    "model",
-    "token",
-    "cache",
-    "server",
-    "request",
-]
+from lab.realengines import CHATML, WORDS
 
 
 def main(out: Path) -> None:

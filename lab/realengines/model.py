@@ -13,77 +13,10 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from lab.realengines import CHATML
+from lab.realengines import CHATML, WORDS
 
 # Bumped when what write() produces changes: the cached models are keyed on it.
-VERSION = 1
-WORDS = tuple(
-    [
-        "the",
-        "of",
-        "and",
-        "to",
-        "in",
-        "is",
-        "it",
-        "that",
-        "for",
-        "on",
-        "was",
-        "with",
-        "as",
-        "he",
-        "be",
-        "at",
-        "by",
-        "this",
-        "had",
-        "not",
-        "are",
-        "but",
-        "from",
-        "or",
-        "have",
-        "an",
-        "they",
-        "which",
-        "one",
-        "you",
-        "were",
-        "her",
-        "all",
-        "she",
-        "there",
-        "would",
-        "their",
-        "we",
-        "him",
-        "been",
-        "has",
-        "when",
-        "who",
-        "will",
-        "more",
-        "no",
-        "if",
-        "out",
-        "so",
-        "said",
-        "what",
-        "up",
-        "its",
-        "memory",
-        "slot",
-        "queue",
-        "engine",
-        "model",
-        "token",
-        "cache",
-        "server",
-        "request",
-        "night",
-    ]
-)
+VERSION = 2
 
 
 @dataclass(frozen=True)
