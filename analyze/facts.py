@@ -122,6 +122,7 @@ class Facts:
     # The engines' periodic stats lines as readings, in the log's order (analyze/statlines).
     stats: list[statlines.Reading] = field(default_factory=list)
     prompts: list[statlines.Prompt] = field(default_factory=list)
+    truncated: list[bool] = field(default_factory=list)  # each released request outgrew its slot
     loads: list[statlines.Load] = field(default_factory=list)
     previous: dict[str, Any] | None = None
     engine_load: dict[str, list[float]] = field(default_factory=dict)  # engine -> busy readings
@@ -217,6 +218,7 @@ def derive(con: duckdb.DuckDBPyConnection, bundle_id: str) -> Facts:
     facts.prompts = statlines.prompts(
         facts.lines.get("engine-stats", []), _slot_context(con, facts, bundle_id)
     )
+    facts.truncated = statlines.truncations(facts.lines.get("engine-stats", []))
     facts.loads = statlines.loads(facts.lines.get("engine-stats", []))
     facts.oom_kills = [
         (None if t is None else bundle["started_at"].timestamp() - t.timestamp(), text)

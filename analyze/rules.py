@@ -220,9 +220,10 @@ def context_creep(f: Facts) -> Judgement:
     cache = [n for n in ("kv_cache", "context_high_water") if f.has(n)]
     lengths = _history(f, "tokens_prompt") and _history(f, "tokens_generated")
     _contexts_loaded(f, j)
-    if not cache and (f.stats or f.prompts):
+    if not cache and (f.stats or f.prompts or f.truncated):
         _creep_in_stats(f, j)
         _prompts_in_log(f, j)
+        _outgrew_slots(f, j)
     if j.score and not cache:
         return j
     if not cache and not lengths:
@@ -286,6 +287,23 @@ def _prompts_in_log(f: Facts, j: Judgement) -> None:
         j.add(2, f"{said}: the prompts nearly fill the slot")
     else:
         j.evidence_against.append(said)
+
+
+def _outgrew_slots(f: Facts, j: Judgement) -> None:
+    """llama-server says, as it releases each request, whether it outgrew its slot: none in
+    the first third of the log's requests and several in the last is conversations that
+    stopped fitting."""
+    cut = f.truncated
+    if len(cut) < STATS_UNFAILED:
+        return
+    third = len(cut) // 3
+    early, late = sum(cut[:third]), sum(cut[-third:])
+    if not early and late >= 2:
+        j.add(
+            3 if _window(f).failure else 1,
+            f"the engine's log: {late} of its last {third} requests outgrew their slot "
+            f"(released with truncated = 1), none of its first {third}",
+        )
 
 
 def _contexts_loaded(f: Facts, j: Judgement) -> None:

@@ -44,6 +44,9 @@ _PROMPT = re.compile(
 )
 _SLOT_CONTEXT = re.compile(r"initializing, n_slots = \d+, n_ctx_slot = (?P<slot>\d+)")
 _RELEASE = re.compile(r"stop processing: n_tokens = (?P<tokens>\d+)")
+# Every build's release line says whether the request outgrew its slot (the context was
+# shifted or cut): `n_past` before 2026, `n_tokens` since.
+_TRUNCATED = re.compile(r"stop processing: n_(?:past|tokens) = \d+, truncated = (?P<cut>[01])")
 _LOAD = re.compile(
     r'starting llama server" cmd=".*?--model (?P<model>\S+).*?--ctx-size (?P<ctx>\d+)'
 )
@@ -52,7 +55,7 @@ _PARALLEL = re.compile(r"--parallel (\d+)")
 PATTERN = (
     r"Running: \d+ reqs, (?:Swapped: \d+ reqs, )?(?:Waiting|Pending): \d+|#running-req: \d+"
     r"|new prompt, n_ctx_slot = \d+|starting llama server\" cmd=.*--ctx-size \d+"
-    r"|initializing, n_slots = \d+, n_ctx_slot = \d+|stop processing: n_tokens = \d+"
+    r"|initializing, n_slots = \d+, n_ctx_slot = \d+|stop processing: n_(?:past|tokens) = \d+"
 )
 
 
@@ -103,6 +106,13 @@ def prompts(lines: list[str], slot: int | None = None) -> list[Prompt]:
         elif (m := _RELEASE.search(line)) and slot:
             out.append(Prompt(slot, int(m["tokens"]), at_release=True))
     return out
+
+
+def truncations(lines: list[str]) -> list[bool]:
+    """Whether each request llama-server released had outgrown its slot, in the log's
+    order."""
+    found = (_TRUNCATED.search(line) for line in lines)
+    return [m["cut"] == "1" for m in found if m]
 
 
 @dataclass(frozen=True)

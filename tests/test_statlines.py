@@ -161,6 +161,33 @@ def test_release_lines_read_against_the_slot_the_command_line_gives(tmp_path):
     assert "slot context of 4096" in result["candidates"][0]["evidence_for"][0]
 
 
+CUT = (
+    "0.02.{k:03d}.219 I slot      release: id  0 | task {k} | stop processing: "
+    "n_past = {n}, truncated = {cut}"
+)
+
+
+def _released(cuts: list[int]) -> list[str]:
+    # n_past (builds before 2026): the flag reads in either wording, the length does not.
+    return [CUT.format(k=k, n=4000 + 100 * k, cut=c) for k, c in enumerate(cuts)]
+
+
+def test_requests_that_start_to_outgrow_their_slot_are_creep(tmp_path):
+    cuts = [0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 1, 1]
+    b = base(trigger=("healthcheck", "gateway", "no answer within 60 s")).logs(_released(cuts))
+    result = verdict(tmp_path, b)
+    creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+    assert any("3 of its last 4 requests outgrew their slot" in e for e in creep["evidence_for"])
+    assert creep["score"] >= 3, scores(result)
+
+
+def test_requests_that_always_outgrew_their_slot_are_how_it_is_used(tmp_path):
+    cuts = [1, 0, 0, 1, 0, 0, 1, 0, 1, 1, 0, 1]
+    b = base(trigger=("healthcheck", "gateway", "no answer within 60 s")).logs(_released(cuts))
+    creep = next(c for c in verdict(tmp_path, b)["candidates"] if c["fault"] == "context-creep")
+    assert not any("outgrew" in e for e in creep["evidence_for"])
+
+
 def test_release_lines_without_the_start_line_are_not_read():
     # The slot's size is unknown: a length alone says nothing about filling it.
     assert prompts([RELEASE.format(k=1, n=500)]) == []

@@ -319,7 +319,7 @@ def _llama_log(w: World, fail_model: object | None = None) -> None:
             (
                 f,
                 f"slot      release: id  {slot} | task {task} | stop processing: "
-                f"n_past = {pt + o}, truncated = 0",
+                f"n_past = {pt + o}, truncated = {int(pt + o >= ctx_slot)}",
             )
         )
         logs.append(
