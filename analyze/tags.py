@@ -20,7 +20,11 @@ TAGS: tuple[tuple[str, str], ...] = (
         r"CUDA (?:error: )?out of memory|cudaMalloc failed|cudaErrorMemoryAllocation"
         r"|OutOfMemoryError|would exceed allowed memory",
     ),
-    ("hip-oom", r"hipErrorOutOfMemory|HIP out of memory|hipMalloc failed"),
+    # ggml built for HIP reports as "ROCm error: out of memory" (ollama/ollama#9957, #11713).
+    (
+        "hip-oom",
+        r"hipErrorOutOfMemory|HIP out of memory|hipMalloc failed|ROCm error: out of memory",
+    ),
     ("metal-oom", r"Insufficient Memory|failed to create (?:MTL|Metal) buffer"),
     ("vulkan-oom", r"ErrorOutOfDeviceMemory|vk_error_out_of_device_memory"),
     (

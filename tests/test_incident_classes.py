@@ -346,3 +346,15 @@ def test_a_llama_server_awake_again_holds_its_own_model(tmp_path):
     result = verdict(tmp_path, _asleep_on_the_card(LLAMA_SLEEPS + LLAMA_WAKES))
     unloaded = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
     assert not any("sleeping" in e for e in unloaded["evidence_for"]), scores(result)
+
+
+def test_ollamas_rocm_out_of_memory_is_the_card_running_out(tmp_path):
+    """ggml built for HIP says 'ROCm error: out of memory' (ollama/ollama#9957, #11713),
+    and Ollama passes it on in its failed load."""
+    line = (
+        'time=2025-05-04T10:12:01.223+02:00 level=ERROR source=sched.go:476 msg="error loading '
+        'llama server" error="llama runner process has terminated: ROCm error: out of memory"'
+    )
+    result = verdict(tmp_path, base(trigger=("healthcheck", "ollama", "HTTP 500")).logs([line]))
+    oom = next(c for c in result["candidates"] if c["fault"] == "accelerator-oom")
+    assert oom["score"] > 0 and "hip-oom" in oom["evidence_for"][0], scores(result)

@@ -627,11 +627,13 @@ def _ollama_log(w: World) -> None:
             asked = ctx * 2 if p.truth == "context-creep" else ctx
             _ollama_load(w, a, fail - rng.uniform(2, 10), asked)
         iso = _local(w, fail, "%Y-%m-%dT%H:%M:%S") + f".{rng.randrange(1000):03d}{zone}"
-        err = (
-            "cudaMalloc failed: out of memory"
-            if w.mach.kind in ("nvidia", "gb10")
-            else "out of memory"
-        )
+        # Each backend's own words (ollama/ollama#9957 and #11713 for ROCm).
+        err = {
+            "nvidia": "cudaMalloc failed: out of memory",
+            "gb10": "cudaMalloc failed: out of memory",
+            "strix": "ROCm error: out of memory",
+            "mac": "Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)",
+        }[w.mach.kind]
         if p.ending == "oom-kill":
             err = "signal: killed"
         logs.append(
