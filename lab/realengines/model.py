@@ -10,9 +10,6 @@ the tensor layout of the version it ships with.
 from dataclasses import dataclass
 from pathlib import Path
 
-import gguf
-import numpy as np
-
 from lab.realengines import CHATML, WORDS
 
 # Bumped when what write() produces changes: the cached models are keyed on it.
@@ -37,6 +34,10 @@ BUSY = Shape("busy-llama", layers=8, width=1024, heads=16, ffn=2048, context=409
 
 
 def vocabulary() -> tuple[list[str], list[int], list[float]]:
+    # gguf (and numpy) come with the `engines` extra, imported where they are used: the
+    # shapes above are read by tests that skip, saying why, where nothing was built.
+    import gguf
+
     tokens = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
     types = [
         gguf.TokenType.UNKNOWN,
@@ -57,6 +58,9 @@ def vocabulary() -> tuple[list[str], list[int], list[float]]:
 
 
 def write(path: Path, shape: Shape, seed: int = 42) -> Path:
+    import gguf
+    import numpy as np
+
     tokens, types, scores = vocabulary()
     rng = np.random.default_rng(seed)
     writer = gguf.GGUFWriter(str(path), "llama")
