@@ -2108,6 +2108,7 @@ PROGRESS = (
 def wedged_no_progress(f: Facts) -> Judgement:
     j = Judgement()
     counters = {name: words for name, words in PROGRESS if f.has(name)}
+    values = {name: _values(f, name) for name in counters}
     slot_tokens = _values(f, "slot_tokens")
     if not counters and len(slot_tokens) < 2:
         j.missing.append(
@@ -2118,11 +2119,7 @@ def wedged_no_progress(f: Facts) -> Judgement:
         t for name in (*counters, "slot_tokens") for t, v in f.series.get(name, []) if v is not None
     ]
     busy = [v for values in f.engine_load.values() for v in values]
-    moved = {
-        name: _values(f, name)[-1] - _values(f, name)[0]
-        for name in counters
-        if _values(f, name)[-1] != _values(f, name)[0]
-    }
+    moved = {name: v[-1] - v[0] for name, v in values.items() if v[-1] != v[0]}
     if max(stamps) - min(stamps) < WEDGED_MIN_S:
         # Two readings a moment apart cannot show that nothing moved.
         j.missing.append(
@@ -2144,7 +2141,7 @@ def wedged_no_progress(f: Facts) -> Judgement:
         )
     elif busy and min(busy) > 0:
         standing = (
-            "; ".join(f"{words} {_values(f, name)[0]:.0f}" for name, words in counters.items())
+            "; ".join(f"{words} {values[name][0]:.0f}" for name, words in counters.items())
             or f"slots' decoded tokens {slot_tokens[0]:.0f}"
         )
         j.add(

@@ -59,6 +59,16 @@ def verdict(tmp_path: Path, *builders: Builder) -> dict:
         con.close()
 
 
+def answered_while_timed_out(answered: tuple[str, str], timed_out: str, reason: str) -> list:
+    """Health checks where a shallow one (name, kind) answered and a completion timed out."""
+    name, kind = answered
+    return [
+        {"name": name, "kind": kind, "ok": True, "status": "ok", "answer": {}},
+        {"name": timed_out, "kind": "completion", "ok": False, "status": "timeout",
+         "reason": reason, "answer": {}},
+    ]  # fmt: skip
+
+
 def scores(result: dict) -> dict[str, int]:
     return {c["fault"]: c["score"] for c in result["candidates"]}
 

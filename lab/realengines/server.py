@@ -31,6 +31,21 @@ def get(url: str, timeout: float = 5.0) -> bytes:
         return answer.read()
 
 
+def plain_values(text: str) -> dict[str, float]:
+    """An exposition without labels (llama.cpp's) as name -> value, read apart from the
+    collector's own parser."""
+    return {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+
+
+def labelled_values(text: str, name: str) -> list[float]:
+    """Each labelled series of one family in an exposition (vLLM's), in the page's order."""
+    return [float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines() if ln.startswith(name + "{")]
+
+
 class Served:
     """One engine process: started, waited for until healthy, stopped and resumed, closed."""
 
@@ -142,12 +157,7 @@ class LlamaServer(Served):
 
     def metrics(self) -> dict[str, float]:
         """The exposition as the server printed it: name -> value (llama.cpp has no labels)."""
-        out = {}
-        for line in get(f"{self.url}/metrics").decode().splitlines():
-            if line and not line.startswith("#"):
-                name, value = line.rsplit(" ", 1)
-                out[name] = float(value)
-        return out
+        return plain_values(get(f"{self.url}/metrics").decode())
 
     def generate(self, tokens: int, prompt: str = "the memory of the night") -> None:
         """A generation that holds a slot for `tokens` tokens (or waits for one): noise
@@ -201,9 +211,5 @@ class VllmServer(Served):
         )
 
     def gauge(self, name: str) -> float:
-        """One unlabelled-by-reason gauge of /metrics, summed over its series."""
-        total = 0.0
-        for line in get(f"{self.url}/metrics").decode().splitlines():
-            if line.startswith(name + "{"):
-                total += float(line.rsplit(" ", 1)[1])
-        return total
+        """One gauge of /metrics, summed over its series."""
+        return sum(labelled_values(get(f"{self.url}/metrics").decode(), name))
