@@ -14,16 +14,15 @@ def main() -> int:
 
     try:
         build.build_server(say)
-    except subprocess.CalledProcessError as exc:
-        print(f"engines: {exc.cmd[0]} failed with status {exc.returncode}", file=sys.stderr)
-        return 1
-    build.write_models(say)
-    if "--vllm" in sys.argv[1:]:
-        try:
+        build.write_models(say)
+        if "--vllm" in sys.argv[1:]:
             build.install_vllm(say)
-        except subprocess.CalledProcessError as exc:
-            print(f"engines: {exc.cmd[:3]} failed with status {exc.returncode}", file=sys.stderr)
-            return 1
+    except subprocess.CalledProcessError as exc:
+        print(f"engines: {exc.cmd[:3]} failed with status {exc.returncode}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # the cache folder cannot be made or written
+        print(f"engines: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

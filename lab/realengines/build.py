@@ -83,6 +83,7 @@ def build_server(say: Callable[[str], None]) -> Path:
     for tool in ("cmake", "c++"):
         if shutil.which(tool) is None:
             raise SystemExit(f"building llama-server needs {tool}: apt-get install cmake g++")
+    binary.parent.mkdir(parents=True, exist_ok=True)  # an unwritable cache fails before the build
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="llama-build-") as work:
         say(f"downloading the llama-cpp-python {LLAMA_CPP_PYTHON} sdist")
@@ -111,7 +112,6 @@ def build_server(say: Callable[[str], None]) -> Path:
             check=True,
             stdout=subprocess.DEVNULL,
         )
-        binary.parent.mkdir(parents=True, exist_ok=True)
         staged = binary.with_suffix(".partial")
         shutil.copy2(out / "bin" / "llama-server", staged)
         staged.replace(binary)  # a build interrupted half-way leaves no binary that looks done
