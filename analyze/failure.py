@@ -49,6 +49,7 @@ TIMED_OUT = re.compile(r"time[d ]?out|no answer within|deadline|queu|latency|slo
 CLUSTER_S = 1800  # signs of one outage follow each other within minutes (an alert's `for`)
 STALE_S = 3600  # a fall this long before a failure trigger is an outage of its own
 RECENT_KILL_S = 3600  # an OOM kill older than this belongs to an earlier night
+FIRST_SEEN_S = 300  # a target first scraped this long after the others was started since
 _VICTIM = re.compile(
     r"Killed process (\d+) \(([^)]*)\)(?:.*?anon-rss:(\d+)kB)?(?:.*?file-rss:(\d+)kB)?"
 )
@@ -93,6 +94,11 @@ class Failure:
         return f"{self.what} at {when}{more}"
 
 
+def is_gateway(target: str) -> bool:
+    """A scrape target of a gateway or model manager in front of the engines."""
+    return bool(GATEWAY_JOBS.search(target.split("/", 1)[0]))
+
+
 def is_service(target: str) -> bool:
     """A scrape target of a service (gateway, engine, manager), not an instrument."""
     return not INSTRUMENT_JOBS.search(target.split("/", 1)[0])
@@ -130,11 +136,22 @@ def victim(text: str) -> tuple[str, int | None] | None:
     return m.group(2), sum(sizes) if sizes else None
 
 
-def on_demand(series: list[tuple[float, float | None]]) -> bool:
-    """A target that came and went: down when the history began, or fallen twice or more."""
+def came_up(series: list[tuple[float, float | None]], began: float) -> list[float]:
+    """Every time a target came up during the look-back: each 0 -> 1, and its first reading
+    when that was up and came after the history began (a target first scraped mid-day
+    was started then)."""
+    known = [(t, v) for t, v in series if v is not None]
+    times = [t for (_, a), (t, b) in zip(known, known[1:], strict=False) if a == 0 and b == 1]
+    if known and known[0][1] == 1 and known[0][0] - began > FIRST_SEEN_S:
+        times.insert(0, known[0][0])
+    return times
+
+
+def on_demand(series: list[tuple[float, float | None]], began: float) -> bool:
+    """A target that came and went: started during the look-back, or fallen twice or more."""
     known = [v for _, v in series if v is not None]
     falls = sum(a == 1 and b == 0 for a, b in zip(known, known[1:], strict=False))
-    return bool(known) and (known[0] == 0 or falls >= 2)
+    return bool(came_up(series, began)) or falls >= 2
 
 
 def up_since(series: list[tuple[float, float | None]]) -> float | None:
@@ -172,9 +189,12 @@ def locate(f: "Facts") -> Failure | None:
         detail = f" ({b['trigger_detail']})" if b.get("trigger_detail") else ""
         trigger = Sign(fired, "trigger", f"the {b['trigger_kind']} trigger {name}{detail}")
         signs.append(trigger)
-    risen = [rose(series) for target, series in f.targets.items() if is_service(target)]
+    began = min((t for series in f.targets.values() for t, _ in series), default=captured)
+    risen = {
+        target: came_up(series, began) for target, series in f.targets.items() if is_service(target)
+    }
     served = any(
-        f.target_query.get(target) == "gateway_up" or GATEWAY_JOBS.search(target.split("/")[0])
+        f.target_query.get(target) == "gateway_up" or is_gateway(target)
         for target, series in f.targets.items()
         if [v for _, v in series if v is not None][-1:] == [1]
     )
@@ -184,9 +204,12 @@ def locate(f: "Facts") -> Failure | None:
         # is a swap, not an outage. Behind a gateway still up, a server that has come and
         # gone all day is loaded on demand and unloaded when idle (a ttl).
         handed = down is not None and any(
-            t is not None and abs(t - down) <= CLUSTER_S for t in risen
+            abs(t - down) <= CLUSTER_S
+            for other, times in risen.items()
+            if other != target
+            for t in times
         )
-        lifecycle = served and on_demand(series)
+        lifecycle = served and on_demand(series, began)
         # ... unless a failure trigger fired minutes after: an alert or a check that went
         # off for it says this fall was the outage.
         confirmed = trigger is not None and down is not None and 0 <= trigger.at - down <= CLUSTER_S

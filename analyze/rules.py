@@ -21,9 +21,11 @@ from analyze import shapes
 from analyze.facts import Facts
 from analyze.failure import (
     RECENT_KILL_S,
+    came_up,
     engine_kill,
     fell,
     is_engine,
+    is_gateway,
     is_service,
     rose,
     up_since,
@@ -73,6 +75,7 @@ SLOT_NEARLY_FULL = 0.8  # prompts this share of a slot's context are as long as 
 KV_ROOM = 0.5  # a cache never past half full in the hour before had room: no creep
 HIGH_WATER_LOOK_S = 6 * 3600.0  # a creep starts one to six hours before the failure
 PREEMPT_OVER_USUAL = 3.0  # three times the worst hour's preemptions: the cache ran out
+NOTE_IS_EVIDENCE = 3  # points of a distinguishing observation (classify.MIN_SCORE)
 PROMPT_MIN_GENERATED = 200  # an hour that generated fewer tokens says nothing of lengths
 CREEP_OVER_USUAL = 1.25  # cache per request 25% above the highest hourly level earlier
 LOAD_OVER_USUAL = 1.25  # requests running this far above the busiest hour is more load
@@ -434,7 +437,9 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
                 f"requests running rose above the busiest hour before ({_median(recent):.1f} "
                 f"against {busiest:.1f}): more callers, not longer context"
             )
-        elif recent:
+        elif recent and (w.failure or j.score >= NOTE_IS_EVIDENCE):
+            # The same load confirms a creep; beside notes alone, with nothing failed, it
+            # would make a verdict out of a healthy day's drift.
             j.add(1, "requests running stayed in their usual range: the same load, more cache")
 
 
@@ -533,6 +538,11 @@ def concurrency_overload(f: Facts) -> Judgement:
     j = Judgement()
     if not f.has("requests_waiting"):
         queue = _queue_at_capture(f) or _queue_in_stats(f) or _slow_answers(f)
+        if queue and not _window(f).failure:
+            # Minutes of an engine's log with nothing failed: a busy spell, worth a note.
+            # A queue through an incident needs the incident, or hours of readings.
+            j.add(2, f"{queue}; nothing failed")
+            return j
         if queue:
             j.add(3, queue)
         else:
@@ -658,7 +668,10 @@ def _queue_in_window(f: Facts, j: Judgement) -> None:
     need = QUEUE_SHARE if w.failure else QUEUE_SHARE_UNFAILED
     over = QUEUE_OVER_USUAL if w.failure else 2 * QUEUE_OVER_USUAL
     deeper = depth >= (1 if w.failure else 2) * QUEUE_DEEPER * max(usual_depth, 1.0)
-    always = not known(before)
+    # A queue that began before the last few hours of the look-back has no before to
+    # stand out from: without a failure, that is how this machine runs (always-on agents).
+    since = [t for t, v in before if v is not None]
+    always = not since or onset - since[0] < INCIDENT_S
     if share >= need and always and not w.failure:
         j.evidence_against.append(
             f"requests waited all through the look-back and nothing failed: {said}; this "
@@ -1047,7 +1060,11 @@ def swap_not_unloaded(f: Facts) -> Judgement:
         j.add(3, overdue)
     memory = _memory_series(f)
     if memory and _history(f, memory[0]):
+        before = j.score
         _step_with_a_server(f, j)
+        second = _second_engine(f) if j.score == before else None
+        if second:
+            j.add(3, second)
     elif memory:
         step = shapes.step(f.series[memory[0]], fmt=_gib)
         if step.verdict and (step.size or 0) > 0:
@@ -1241,6 +1258,49 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
         return
 
 
+def _second_engine(f: Facts) -> str | None:
+    """An engine's server that came up in the hours before the failure beside another that
+    stayed up through it, and then the memory ran out: two models on one pool. A full pool
+    may let the second one add little to the line; the coincidence is the evidence. A
+    hand-over (one down as the other comes up) is a swap that worked."""
+    w = _window(f)
+    if not w.failure or not _memory_ran_out(f):
+        return None
+    fell_at = [t for t in (fell(series) for series in f.targets.values()) if t is not None]
+    engines = {t: s for t, s in f.targets.items() if is_service(t) and not is_gateway(t)}
+    for target, series in engines.items():
+        came = [t for t in came_up(series, _began(f)) if w.start <= t <= w.end]
+        if not came or any(abs(came[-1] - down) <= COINCIDE_S for down in fell_at):
+            continue
+        beside = [
+            other
+            for other, s in engines.items()
+            if other != target and _up_through(s, came[-1] - COINCIDE_S, w.failure.at - 60)
+        ]
+        if beside:
+            return (
+                f"{target} came up {_at(f, came[-1])} beside {beside[0]}, which stayed up, and "
+                f"then {w.failure.what}: a second model loaded without the first unloaded"
+            )
+    return None
+
+
+def _memory_ran_out(f: Facts) -> bool:
+    """Memory ran out at the failure: the OOM killer, or an allocation that failed."""
+    tags = ("cuda-oom", "hip-oom", "metal-oom", "vulkan-oom", "host-alloc-fail", "unit-oom")
+    return bool(_recent_kills(f)) or any(f.lines.get(tag) for tag in tags)
+
+
+def _began(f: Facts) -> float:
+    return min((t for s in f.targets.values() for t, _ in s), default=0.0)
+
+
+def _up_through(series: shapes.Series, start: float, end: float) -> bool:
+    """The target read up at every reading from `start` to `end` (and read in that time)."""
+    seen = [v for t, v in series if v is not None and start <= t <= end]
+    return bool(seen) and all(v == 1 for v in seen)
+
+
 def _rise_time(series: shapes.Series, step: shapes.Step) -> float:
     """Seconds the series took to go from a tenth of the step above the old level to a
     tenth below the new one, around the step's time."""
@@ -1256,7 +1316,7 @@ def _rise_time(series: shapes.Series, step: shapes.Step) -> float:
 def _servers_started(f: Facts) -> list[tuple[float, str]]:
     """Service targets that came up during the look-back (0 -> 1, or first seen up after
     the history began) and were still up at its end."""
-    first_seen = min((t for s in f.targets.values() for t, _ in s), default=0.0)
+    first_seen = _began(f)
     started = []
     for target, series in f.targets.items():
         since = up_since(series)
@@ -1745,7 +1805,12 @@ def idle_squatter(f: Facts) -> Judgement:
         best = max(found.points, default=0)
         j.score = best
         j.evidence_for = found.evidence_for
-        fresh = [target for t, target in _servers_started(f) if t >= _window(f).start]
+        start = _window(f).start
+        fresh = [
+            target
+            for target, series in f.targets.items()
+            if is_service(target) and any(t >= start for t in came_up(series, _began(f)))
+        ]
         if fresh:
             j.score -= 2
             j.evidence_against.append(

@@ -83,6 +83,87 @@ def test_a_target_that_never_ran_is_not_an_outage(tmp_path):
     assert result["context"]["failure"] is None
 
 
+def seen(job: str, port: int, values: list[float | None]) -> dict:
+    """An `up` series Prometheus has only where the target was scraped (None: no series)."""
+    return {
+        "metric": {"__name__": "up", "job": job, "instance": f"127.0.0.1:{port}"},
+        "values": [[t, repr(v)] for t, v in zip(DAY, values, strict=True) if v is not None],
+    }
+
+
+def test_a_hand_over_earlier_in_the_day_is_not_an_outage(tmp_path):
+    """llama-swap stopped the day's model for another and back at 02:00; the first model's
+    server was restarted later on. The second's server went down as the first came back:
+    a swap that worked, whatever the first did after."""
+    n = len(DAY)
+    first = [1.0] * 20 + [0.0] * 5 + [1.0] * 40 + [0.0] + [1.0] * (n - 66)
+    second = [None] * 20 + [1.0] * 5 + [0.0] * (n - 25)
+    b = history(
+        base(trigger=("cron", "baseline")),
+        {
+            "targets_up": [
+                up("gateway", [1.0] * n),
+                seen("llama-server", 5806, first),
+                seen("llama-server", 5807, second),
+            ],
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in healthy_bursts()]
+            ),
+        },
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "no-fault", scores(result)
+    assert result["context"]["failure"] is None
+
+
+def test_a_queue_all_day_on_a_box_where_nothing_failed_is_how_it_runs(tmp_path):
+    """Always-on agents keep a queue from the second hour of the look-back on: no hours
+    before it to stand out from, and nothing failed."""
+    n = len(DAY)
+    waiting = [0.0] * 24 + [6.0] * (n - 24)
+    b = base(trigger=("cron", "baseline")).prometheus(
+        {
+            "host_memory_available": available(healthy_bursts()),
+            "requests_running": [(t, 2.0) for t in DAY],
+            "requests_waiting": list(zip(DAY, waiting, strict=True)),
+        }
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "no-fault", scores(result)
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    assert any("this machine's normal" in e for e in queue["evidence_against"])
+
+
+def test_a_second_engine_started_beside_the_first_then_the_kill_is_a_model_kept(tmp_path):
+    """SGLang holds most of a GB10's pool all day; a llama-server for a second model came up
+    two hours before the failure beside it. The full pool let the line rise only 5 GiB (less
+    than a model's size), then the kernel killed SGLang: the coincidence is the evidence."""
+    n = len(DAY)
+    kill = (
+        "Out of memory: Killed process 57698 (sglang::schedul) total-vm:93759998kB, "
+        "anon-rss:11417203kB, file-rss:42177424kB, shmem-rss:0kB, UID:1000 pgtables:22954kB "
+        "oom_score_adj:0"
+    )
+    used = noisy([114 * GIB] * (n - 26) + [119 * GIB] * 24 + [60 * GIB] * 2, 0.2 * GIB)
+    b = history(
+        base(trigger=("healthcheck", "gateway", "HTTP 502")).kernel([kill], ago_s=600),
+        {
+            "targets_up": [
+                up("gateway", [1.0] * n),
+                seen("sglang", 30000, [1.0] * n),
+                seen("llama-server", 5809, [None] * (n - 26) + [1.0] * 24 + [0.0] * 2),
+            ],
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in used]
+            ),
+        },
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+    said = result["candidates"][0]["evidence_for"][0]
+    assert "llama-server/127.0.0.1:5809 came up" in said and "beside sglang" in said, said
+
+
 def test_a_queue_through_the_ninety_minutes_before_the_failure_is_sustained(tmp_path):
     # 18 of 288 readings (6% of the day) waited: all in the 90 minutes before the fall.
     n = len(DAY)

@@ -64,6 +64,18 @@ def test_waiting_now_and_then_on_a_quiet_day_is_not_a_fault(tmp_path):
     assert result["verdict"] == "no-fault", scores(result)
 
 
+def test_a_queue_in_minutes_of_stats_lines_with_nothing_failed_is_a_note(tmp_path):
+    """An always-busy agent box: its engine queues in most lines of the log's last minutes,
+    and every check passed. A busy spell to mention, not an incident."""
+    lines = [V1.format(s=i, r=1, w=3 + i % 5, kv="50.0") for i in range(48)]
+    result = verdict(tmp_path, base(trigger=("cron", "baseline")).logs(lines))
+    assert result["verdict"] == "no-fault", scores(result)
+    assert any(
+        f.startswith("noted, not a fault (concurrency-overload") and "nothing failed" in f
+        for f in result["findings"]
+    ), result["findings"]
+
+
 def test_the_cache_per_request_rising_in_the_stats_lines_is_creep(tmp_path):
     """SGLang holding one request whose context grows until the check times out."""
     usage = [0.30, 0.32, 0.34, 0.40, 0.45, 0.52, 0.58, 0.63, 0.70]
