@@ -85,6 +85,8 @@ BIG_MODEL_SHARE = 0.10  # a step of a tenth of the pool that stays to a failure,
 #                         whose manager loads models on demand, is a model
 SWAP_LOOKS_H = (24, 8, 2)  # hours read for a step: a second model loaded in the last hours
 LOAD_TAKES_S = 7200.0  # a model loads (and its cache fills) within the hour; a leak takes hours
+MODEL_LOADS_S = 1800.0  # a model's weights load in minutes, not hours
+KEPT_LOOK_S = 3 * 3600.0  # a model kept this long before the incident window still counts
 COINCIDE_S = 1200.0  # a step within 20 min of a server coming up came with it
 LEAK_SHARE = 0.05  # a card's floor rising 5% to a failure and never coming back
 LEAK_SHARE_HOST = 0.08  # a host's floor drifts a few per cent a day (caches it cannot drop,
@@ -1234,9 +1236,9 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
                     for p in holders
                 )
                 j.add(2, f"the accelerator holds memory for {len(holders)} models: {held}")
-        elif w.failure and (step.t_change or 0) < w.start:
-            # Loaded hours before the failure and served since: not what this failure
-            # came from.
+        elif w.failure and (step.t_change or 0) < w.start - KEPT_LOOK_S:
+            # Loaded many hours before the failure and served since: not what this
+            # failure came from.
             j.add(1, f"{label} stepped up {_gib(size)} {_at(f, step.t_change or 0)}: {step.why}")
         elif reloaded := [(n, said) for n, said, grew in _model_contexts(f) if grew]:
             # Ollama starts a new runner for a longer context too: the same model, bigger.
@@ -1244,6 +1246,17 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
                 f"the {label} step of {_gib(size)} is {reloaded[0][0]} reloaded with a longer "
                 f"context ({reloaded[0][1]}), not a second model"
             )
+        elif w.failure and (step.t_change or 0) < w.start:
+            # Hours before the incident window: the model that stayed is what this failure
+            # came from only if memory then ran out, and the step is a model's size,
+            # loaded in minutes (a leak's hour of climbing reads as a step this far back).
+            big = size >= BIG_MODEL_SHARE * pool and took <= MODEL_LOADS_S and _memory_ran_out(f)
+            j.add(
+                3 if big else 1,
+                f"{label} stepped up {_gib(size)} {_at(f, step.t_change or 0)}"
+                + (f" ({size / pool:.0%} of {_gib(pool)}) and stayed until {w.failure.what}"
+                   if big else "") + f": {step.why}",
+            )  # fmt: skip
         elif w.failure and size >= BIG_MODEL_SHARE * pool and _loaded(f) is not None:
             j.add(
                 3,

@@ -357,10 +357,11 @@ def test_a_vm_holding_more_while_the_engine_kept_its_size_is_what_the_host_ran_o
     assert any("not an engine" in e for e in host["evidence_for"]), host
 
 
-def _ollama_stepped_up(lines: list[str]) -> Builder:
-    """A card that stepped up 30 GiB an hour before Ollama failed to load a model."""
+def _ollama_stepped_up(lines: list[str], back: int = 12, ramp: int = 1) -> Builder:
+    """A card that stepped up 30 GiB `back` readings (an hour) before Ollama failed to
+    load a model, climbing over `ramp` readings of five minutes."""
     n = len(DAY)
-    card = [20 * GIB + (30 * GIB if i >= n - 12 else 0) for i in range(n)]
+    card = [20 * GIB + 30 * GIB * min(1.0, max(0, i - (n - back) + 1) / ramp) for i in range(n)]
     b = history(
         base(trigger=("healthcheck", "ollama", "HTTP 500")),
         {
@@ -385,6 +386,26 @@ def test_a_step_beside_loads_that_kept_their_context_is_still_a_model_kept(tmp_p
     result = verdict(tmp_path, _ollama_stepped_up([*lines, OLLAMA_FAILED]))
     snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
     assert any("the size of a model" in e for e in snu["evidence_for"]), snu
+
+
+def test_a_model_loaded_hours_before_the_window_and_kept_to_the_failure_is_the_cause(tmp_path):
+    """Loaded in five minutes four hours before the failed load, and never unloaded: the
+    allocation failure is how it ended, the model kept is why."""
+    lines = [OLLAMA_LOAD.format(h=h, blob=blob, ctx=8192) for h, blob in ((1, "dde5"), (2, "a1b2"))]
+    result = verdict(tmp_path, _ollama_stepped_up([*lines, OLLAMA_FAILED], back=50))
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+    said = result["candidates"][0]["evidence_for"][0]
+    assert "min before the failure" in said and "stayed until" in said, said
+
+
+def test_an_hour_long_climb_hours_before_the_window_is_no_model_loaded(tmp_path):
+    """The same rise over seventy minutes, four hours back: a climb a step only
+    approximates, too far back and too slow to be the model this failure came from."""
+    lines = [OLLAMA_LOAD.format(h=h, blob=blob, ctx=8192) for h, blob in ((1, "dde5"), (2, "a1b2"))]
+    result = verdict(tmp_path, _ollama_stepped_up([*lines, OLLAMA_FAILED], back=50, ramp=14))
+    assert result["verdict"] != "swap-not-unloaded", scores(result)
+    snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert snu["score"] < 3 and not any("stayed until" in e for e in snu["evidence_for"]), snu
 
 
 def _stalled(kill: str, ago_s: float) -> Builder:
