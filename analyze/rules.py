@@ -56,6 +56,7 @@ COMPILERS = (
     "nvlink",
 )
 BUILD_SHARE = 0.30  # compilers holding this share of memory are load, not background
+CARD_OOM_TAGS = ("cuda-oom", "hip-oom", "metal-oom", "vulkan-oom")  # the card's own words
 PSI_SOME_HIGH = 10.0  # % of time some task stalled on memory (avg10)
 PSI_FULL_HIGH = 5.0
 # Reading the incident window against the rest of the day (analyze/window.py).
@@ -839,6 +840,10 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             j.add(3, f"the {label} floor rose in the quiet hours and never came back: {rose}{flat}")
             jumps = [b - a for a, b in zip(levels[onset:], levels[onset + 1 :], strict=False)]
             if max(jumps) > LEAK_ONE_JUMP * (levels[-1] - levels[onset]):
+                if climbed := _engine_climbed(f, name, label, least):
+                    # The jump is the last hours' climb to the failure, not a step.
+                    j.evidence_for.append(climbed)
+                    return
                 j.score -= 2
                 j.evidence_against.append(
                     f"most of the rise is one jump of {_gib(max(jumps))} between two "
@@ -871,25 +876,32 @@ def _engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None
     climbing alongside: the engine's own memory, not its conversations."""
     w = _window(f)
     kills = [t for _, t in _recent_kills(f) if engine_kill(t)]
-    if not kills or _culprit(f, kills[-1]):
+    # The engine's own allocation failing on the card is the card running out, as the
+    # kernel's kill is the host running out.
+    failed = any(f.lines.get(tag) for tag in CARD_OOM_TAGS)
+    took = bool(kills) and not _culprit(f, kills[-1])
+    if not failed and not took:
         return None
     levels = known(w.incident(f.series[name]))
     quarter = len(levels) // 4
     if quarter < 2:
         return None
     medians = [_median(levels[i * quarter : (i + 1) * quarter]) for i in range(4)]
-    # Rising quarter on quarter, however late in the window it took off, and not in one
-    # jump (a model loaded is a step).
+    # Rising quarter on quarter without a pause, and not in one jump (a model loaded is a
+    # step; a second model's cache filling after it leaves a flat quarter either side).
     rises = [b - a for a, b in zip(medians, medians[1:], strict=False)]
     total = medians[-1] - medians[0]
-    if min(rises) < 0 or total < least or max(rises) > LEAK_ONE_JUMP * total:
+    if min(rises) <= 0.05 * total or total < least or max(rises) > LEAK_ONE_JUMP * total:
         return None
     cache = [n for n in ("kv_cache", "context_high_water") if _history(f, n)]
     if any(shapes.climb(w.incident(f.series[n])).verdict for n in cache):
         return None
+    if any(grew for _, _, grew in _model_contexts(f)):
+        return None  # Ollama reloading its model with ever longer contexts: the cache
+    ended = "the kernel took the engine" if took else "the engine's allocation failed"
     return (
-        f"the {label} climbed through the hours before the kernel took the engine, with no "
-        "cache climbing alongside and no other process holding much: quarter medians "
+        f"the {label} climbed through the hours before {ended}, with no cache climbing "
+        "alongside and no other process holding much: quarter medians "
         f"{', '.join(_gib(m) for m in medians)}"
     )
 
@@ -1577,7 +1589,7 @@ def _kills_in_history(f: Facts) -> float:
 @rule("accelerator-oom")
 def accelerator_oom(f: Facts) -> Judgement:
     j = Judgement()
-    for tag in ("cuda-oom", "hip-oom", "metal-oom", "vulkan-oom"):
+    for tag in CARD_OOM_TAGS:
         if f.lines.get(tag):
             j.add(5, f"the log says so ({tag}): {_last(f, tag, 200)}")
             j.ending = True

@@ -510,3 +510,44 @@ def test_one_jump_before_the_kill_is_no_fast_leak(tmp_path):
     result = verdict(tmp_path, _killed_after(noisy(used, 0.1 * GIB)))
     leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
     assert not any("climbed through the hours" in e for e in leak["evidence_for"]), leak
+
+
+def _card_ran_out(card: list[float]) -> Builder:
+    """A 24 GiB card under one llama-server, whose own allocation failed at the end."""
+    n = len(DAY)
+    b = history(
+        base(trigger=("healthcheck", "gateway", "HTTP 502")),
+        {
+            "accelerator_memory_used": _series("dcgm", card),
+            "accelerator_memory_total": _series("dcgm", [24.0 * GIB] * n),
+        },
+    )
+    return b.logs(
+        [
+            "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 1024.00 MiB on device 0: "
+            "cudaMalloc failed: out of memory",
+            "CUDA error: out of memory",
+        ]
+    )
+
+
+def test_a_card_climbing_without_a_pause_to_its_own_allocation_failure_is_a_leak(tmp_path):
+    """The allocator leaked: flat at 16 GiB all day, then the last three hours climbed
+    steadily to the card's size and an allocation failed. No cache metric climbed."""
+    n = len(DAY)
+    card = [16 * GIB + (7 * GIB * (i - (n - 36)) / 36 if i >= n - 36 else 0) for i in range(n)]
+    result = verdict(tmp_path, _card_ran_out(noisy(card, 0.05 * GIB)))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    assert "climbed through the hours before the engine's allocation failed" in str(
+        result["candidates"][0]["evidence_for"]
+    )
+
+
+def test_a_card_that_stepped_then_sat_flat_before_its_allocation_failure_is_no_leak(tmp_path):
+    """The same rise in the middle of the window with a flat hour either side: a second
+    model's weights and cache, not an engine leaking through the hours."""
+    n = len(DAY)
+    card = [16 * GIB + 7 * GIB * min(1.0, max(0, i - (n - 24)) / 12) for i in range(n)]
+    result = verdict(tmp_path, _card_ran_out(noisy(card, 0.05 * GIB)))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert not any("climbed through the hours" in e for e in leak["evidence_for"]), leak
