@@ -68,6 +68,7 @@ QUEUE_SHARE = 0.3  # requests waited through a third of the hour before the fail
 #                    queue drains between bursts of callers) ...
 QUEUE_OVER_USUAL = 0.2  # ... and that much more of it than in the busiest hour before,
 QUEUE_DEEPER = 2.0  # ... or twice as deep
+BURST_S = 900.0  # a queue of the quarter hour before a timeout, far deeper than ever before
 QUEUE_SHARE_TIMED_OUT = 0.15  # an answer that did not come in time behind this much queue
 QUEUE_SHARE_UNFAILED = 0.5  # with nothing failed: half the hour, twice the margins
 STATS_QUEUE_SHARE = 0.5  # an engine's stats lines: waiting in half of them is a queue ...
@@ -691,12 +692,32 @@ def _queue_in_window(f: Facts, j: Judgement) -> None:
             f"requests waited for a slot when {w.failure.what}: {said}; a busy hour here "
             "queues too, this one timed out behind it",
         )
+    elif w.failure and w.failure.timed_out and (burst := _burst(series, before, w.end)):
+        # Callers piling in all at once (a retry storm, an agent loop) fill the queue in
+        # minutes: too short for a share of the hour, far past anything earlier.
+        j.add(3, f"requests piled up in the minutes before {w.failure.what}: {burst}")
     elif share >= QUEUE_SHARE:
         j.evidence_against.append(f"requests waited as much earlier in the day: {said}")
     elif share > 0:
         j.evidence_against.append(f"requests waited only briefly: {said}")
     else:
         j.evidence_against.append("nothing waited for a slot in the hour before")
+
+
+def _burst(series: shapes.Series, before: shapes.Series, end: float) -> str | None:
+    """The queue that holds the readings of the last BURST_S to the end (at least two of
+    them), on average deeper than QUEUE_AT_CAPTURE and QUEUE_DEEPER times the deepest
+    reading before the hour of the failure."""
+    last = known([(t, v) for t, v in series if t >= end - BURST_S])
+    run = next((i for i, v in enumerate(reversed(last)) if v <= 0), len(last))
+    tail = last[len(last) - run :]
+    deepest = max(known(before), default=0.0)
+    if run < 2 or _mean(tail) < max(QUEUE_AT_CAPTURE, QUEUE_DEEPER * deepest):
+        return None
+    return (
+        f"{_mean(tail):.0f} waiting on average over its last {run} readings (up to "
+        f"{max(tail):.0f}), against at most {deepest:.0f} at any reading before"
+    )
 
 
 def _hourly_shares(series: shapes.Series) -> list[float]:

@@ -551,3 +551,29 @@ def test_a_card_that_stepped_then_sat_flat_before_its_allocation_failure_is_no_l
     result = verdict(tmp_path, _card_ran_out(noisy(card, 0.05 * GIB)))
     leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
     assert not any("climbed through the hours" in e for e in leak["evidence_for"]), leak
+
+
+def _storm(trigger: tuple[str, ...]) -> Builder:
+    """Four callers at most waited all day; a retry storm piled 335 up in the last ten
+    minutes: too short for a share of the hour, far deeper than anything before."""
+    n = len(DAY)
+    waiting = [4.0 if i % 50 == 0 else 0.0 for i in range(n - 2)] + [83.0, 335.0]
+    return base(trigger=trigger).prometheus(
+        {
+            "host_memory_available": available(healthy_bursts()),
+            "requests_running": [(t, 8.0) for t in DAY],
+            "requests_waiting": list(zip(DAY, waiting, strict=True)),
+        }
+    )
+
+
+def test_a_queue_piled_up_in_minutes_before_a_timeout_is_overload(tmp_path):
+    result = verdict(tmp_path, _storm(("alert", "RequestsQueueing")))
+    assert result["verdict"] == "concurrency-overload", scores(result)
+    assert "piled up in the minutes before" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_the_same_pile_up_with_nothing_failed_is_not_named(tmp_path):
+    result = verdict(tmp_path, _storm(("cron", "baseline")))
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    assert not any("piled up" in e for e in queue["evidence_for"]), queue
