@@ -20,6 +20,7 @@ import orjson
 from analyze import shapes
 from analyze.facts import Facts
 from analyze.failure import (
+    FAILURE_TRIGGERS,
     RECENT_KILL_S,
     came_up,
     engine_kill,
@@ -1806,10 +1807,20 @@ def idle_squatter(f: Facts) -> Judgement:
         return j
     kinds = {e["name"]: e["kind"] for e in f.engines}
     rss = {p["pid"]: p["rss_bytes"] for p in f.processes}
+    # The engine whose own check failed is not keeping another out: it could not work.
+    failed = {c["name"] for c in f.checks if not c["ok"]}
+    if f.bundle["trigger_kind"] in FAILURE_TRIGGERS and f.bundle["trigger_name"]:
+        failed.add(f.bundle["trigger_name"])
     found = Judgement()
     for engine, load in f.engine_load.items():
         if max(load, default=0) > 0:
             j.evidence_against.append(f"{engine} was working (its queue was not empty)")
+            continue
+        if engine in failed:
+            j.evidence_against.append(
+                f"{engine} is idle, but it is the service that failed to answer: a victim of "
+                "what held the memory, not a squatter"
+            )
             continue
         kind = kinds.get(engine, "")
         need = _contention(f, kind)
