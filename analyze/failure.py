@@ -136,6 +136,11 @@ def victim(text: str) -> tuple[str, int | None] | None:
     return m.group(2), sum(sizes) if sizes else None
 
 
+def history_began(targets: dict[str, list[tuple[float, float | None]]], default: float) -> float:
+    """When the targets' history begins: the earliest reading of any of them."""
+    return min((t for series in targets.values() for t, _ in series), default=default)
+
+
 def came_up(series: list[tuple[float, float | None]], began: float) -> list[float]:
     """Every time a target came up during the look-back: each 0 -> 1, and its first reading
     when that was up and came after the history began (a target first scraped mid-day
@@ -189,7 +194,7 @@ def locate(f: "Facts") -> Failure | None:
         detail = f" ({b['trigger_detail']})" if b.get("trigger_detail") else ""
         trigger = Sign(fired, "trigger", f"the {b['trigger_kind']} trigger {name}{detail}")
         signs.append(trigger)
-    began = min((t for series in f.targets.values() for t, _ in series), default=captured)
+    began = history_began(f.targets, captured)
     risen = {
         target: came_up(series, began) for target, series in f.targets.items() if is_service(target)
     }

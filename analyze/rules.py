@@ -25,6 +25,7 @@ from analyze.failure import (
     came_up,
     engine_kill,
     fell,
+    history_began,
     is_engine,
     is_gateway,
     is_service,
@@ -1315,8 +1316,9 @@ def _second_engine(f: Facts) -> str | None:
         return None
     fell_at = [t for t in (fell(series) for series in f.targets.values()) if t is not None]
     engines = {t: s for t, s in f.targets.items() if is_service(t) and not is_gateway(t)}
+    began = _began(f)
     for target, series in engines.items():
-        came = [t for t in came_up(series, _began(f)) if w.start <= t <= w.end]
+        came = [t for t in came_up(series, began) if w.start <= t <= w.end]
         if not came or any(abs(came[-1] - down) <= COINCIDE_S for down in fell_at):
             continue
         beside = [
@@ -1334,12 +1336,12 @@ def _second_engine(f: Facts) -> str | None:
 
 def _memory_ran_out(f: Facts) -> bool:
     """Memory ran out at the failure: the OOM killer, or an allocation that failed."""
-    tags = ("cuda-oom", "hip-oom", "metal-oom", "vulkan-oom", "host-alloc-fail", "unit-oom")
+    tags = (*CARD_OOM_TAGS, "host-alloc-fail", "unit-oom")
     return bool(_recent_kills(f)) or any(f.lines.get(tag) for tag in tags)
 
 
 def _began(f: Facts) -> float:
-    return min((t for s in f.targets.values() for t, _ in s), default=0.0)
+    return history_began(f.targets, 0.0)
 
 
 def _up_through(series: shapes.Series, start: float, end: float) -> bool:
@@ -1862,11 +1864,11 @@ def idle_squatter(f: Facts) -> Judgement:
         best = max(found.points, default=0)
         j.score = best
         j.evidence_for = found.evidence_for
-        start = _window(f).start
+        start, began = _window(f).start, _began(f)
         fresh = [
             target
             for target, series in f.targets.items()
-            if is_service(target) and any(t >= start for t in came_up(series, _began(f)))
+            if is_service(target) and any(t >= start for t in came_up(series, began))
         ]
         if fresh:
             j.score -= 2
