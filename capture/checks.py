@@ -20,7 +20,6 @@ import shlex
 import signal
 import socket
 import subprocess
-import threading
 import time
 from typing import Any
 from urllib.parse import urlparse
@@ -29,6 +28,7 @@ import orjson
 
 from capture.config import Check
 from capture.httpget import Answer, fetch, get
+from capture.sidebyside import side_by_side
 
 KEEP_BYTES = 16 * 1024
 OUTPUT_HEAD = 2000
@@ -36,16 +36,11 @@ OUTPUT_HEAD = 2000
 
 def run_all(checks: tuple[Check, ...]) -> list[dict[str, Any]]:
     """Every check, side by side; results in the configured order."""
-    results: list[dict[str, Any]] = [{} for _ in checks]
-
-    def one(i: int) -> None:
-        results[i] = run(checks[i])
-
-    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(checks))]
-    for thread in threads:
-        thread.start()
-    for thread, check in zip(threads, checks, strict=True):
-        thread.join(check.timeout_s + 2)
+    if not checks:
+        return []
+    # The grace past the longest timeout covers a command's kill and reap.
+    deadline = time.monotonic() + max(c.timeout_s for c in checks) + 2
+    results = side_by_side([lambda _d, c=c: run(c) for c in checks], deadline)
     return [
         r or _result(c, "timeout", "the check did not finish", 0.0, {})
         for r, c in zip(results, checks, strict=True)

@@ -11,6 +11,7 @@ only ever sent GET.
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -142,18 +143,24 @@ ENGINES: dict[str, dict[str, Route]] = {
 
 
 class FakeServer:
-    """An HTTP server on 127.0.0.1 answering fixed routes; records every request."""
+    """An HTTP server on 127.0.0.1 answering fixed routes; records every request. A path in
+    `stalls` answers only after that many seconds, as a busy engine's event loop does."""
 
     def __init__(
-        self, routes: dict[str, Route], default: Route = (404, "text/plain", b"not found")
+        self,
+        routes: dict[str, Route],
+        default: Route = (404, "text/plain", b"not found"),
+        stalls: dict[str, float] | None = None,
     ):
         self.routes = dict(routes)
+        self.stalls = stalls or {}
         self.requests: list[tuple[str, str]] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self) -> None:
                 outer.requests.append((self.command, self.path))
+                time.sleep(outer.stalls.get(self.path.split("?")[0], 0))
                 status, ctype, body = outer.routes.get(self.path.split("?")[0], default)
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)

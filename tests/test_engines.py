@@ -152,6 +152,23 @@ def test_an_answer_that_does_not_parse_is_an_error_with_the_raw_kept(tmp_path):
     assert engine["endpoints"]["/api/version"]["readings"]["version"] == "0.12.11"
 
 
+def test_hung_endpoints_cost_their_timeout_not_the_readings_after_them():
+    # A busy vLLM: /metrics answers, /health and /v1/models hang. One after another, the two
+    # hangs would spend the probe's two seconds and /version would never be asked.
+    server = FakeServer(ENGINES["vllm"], stalls={"/health": 4.0, "/v1/models": 4.0})
+    try:
+        config = from_dict({"engines": [{"kind": "vllm", "url": server.url, "timeout_s": 1.0}]})
+        reading = Engines(Context(config=config, started=time.time())).freeze()
+    finally:
+        server.close()
+    (engine,) = reading.record["engines"]
+    endpoints = engine["endpoints"]
+    assert engine["status"] == "ok"
+    assert endpoints["/health"]["status"] == endpoints["/v1/models"]["status"] == "timeout"
+    assert endpoints["/version"]["readings"]["version"]
+    assert endpoints["/metrics"]["readings"]["metrics"]["vllm:num_requests_running"]
+
+
 def test_discovery_identifies_what_answers_on_the_usual_ports(monkeypatch):
     kinds = readers()
     ollama = FakeServer(ENGINES["ollama"])

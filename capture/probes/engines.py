@@ -9,34 +9,19 @@ engine costs its own timeout and not everybody's. Sampled every 5 s in the watch
 """
 
 import socket
-import threading
 import time
 from typing import Any
 
 from capture.config import Engine
 from capture.engines import Reader, readers
 from capture.probes import Context, Probe, Reading, register
+from capture.sidebyside import side_by_side
 
 DISCOVERY_CONNECT_S = 0.2
 DISCOVERY_HOST = "127.0.0.1"
 _MARGIN_S = 0.15
 # The order a shared port is tried in: llama-swap fronts llama-server on 8080.
 _PREFERENCE = ("llama-swap", "llama-server", "ollama", "comfyui", "a1111", "vllm", "sglang")
-
-
-def _side_by_side(jobs: list[Any], deadline: float) -> list[Any]:
-    """Run each job(deadline) in its own thread; a job not done by the deadline gives None."""
-    results: list[Any] = [None] * len(jobs)
-
-    def run(i: int) -> None:
-        results[i] = jobs[i](deadline)
-
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(jobs))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(max(0.0, deadline + _MARGIN_S - time.monotonic()))
-    return results
 
 
 def _listening(port: int) -> bool:
@@ -68,7 +53,7 @@ class Engines(Probe):
         discovery: list[dict[str, Any]] = []
         if configured:
             self.readers = [self._reader(kinds, e) for e in configured]
-            records = _side_by_side([r.snapshot for r in self.readers], deadline)
+            records = side_by_side([r.snapshot for r in self.readers], deadline)
         else:
             records, discovery = self._discover(kinds, deadline)
         engines = [self._or_timeout(r, rec) for r, rec in zip(self.readers, records, strict=True)]
@@ -126,7 +111,7 @@ class Engines(Probe):
             p
             for p, up in zip(
                 ports,
-                _side_by_side([lambda _d, p=p: _listening(p) for p in ports], deadline),
+                side_by_side([lambda _d, p=p: _listening(p) for p in ports], deadline),
                 strict=True,
             )
             if up
@@ -143,7 +128,7 @@ class Engines(Probe):
 
             return job
 
-        found = _side_by_side([identify(p) for p in open_ports], deadline)
+        found = side_by_side([identify(p) for p in open_ports], deadline)
         discovery = []
         records = []
         for port, hit in zip(open_ports, found, strict=True):
@@ -167,7 +152,7 @@ class Engines(Probe):
         if not self.readers:
             return None
         deadline = time.monotonic() + self.sample_timeout_s - 2 * _MARGIN_S
-        records = _side_by_side([r.sample for r in self.readers], deadline)
+        records = side_by_side([r.sample for r in self.readers], deadline)
         return {
             "engines": [
                 self._or_timeout(r, rec) for r, rec in zip(self.readers, records, strict=True)
