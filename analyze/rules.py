@@ -101,6 +101,7 @@ LEAK_MIN_STRETCHES = 4  # a ratchet needs four floors to be seen climbing
 LEAK_STRETCH_S = 2 * 3600.0  # floors per two hours: a burst cannot fill one
 RELEASED = 0.75  # the capture reading under three quarters of the highest floor: given back
 FULL_SHARE = 0.95  # a floor this close to the pool's size has nowhere left to rise
+HEADROOM_EATEN = 0.5  # a rise that ate half the room left, up to memory running out
 LEAK_MIN_RISES = 0.7  # most steps between successive floors go up
 TIGHT_SHARE = 0.05  # under this share available, an idle holder keeps others out (a
 #                     GB10 holding its one model runs at 10% available, and is fine)
@@ -848,30 +849,29 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
         elif w.failure and w.failure.dated_by.source == "kill":
             share = LEAK_SHARE  # the machine ran out and took the engine: the end agrees
         least, ceiling = (share * pool, FULL_SHARE * pool) if pool else (math.inf, math.inf)
-        onset = _rising_floors(levels, least, ceiling)
+        # A box that ran near full all day has little room: a rise that ate most of what
+        # was left, up to memory running out, is the leak whatever its share of the pool.
+        room = pool if pool and _memory_ran_out(f) else None
+        onset = _rising_floors(levels, least, ceiling, room)
         said = f"from {_gib(levels[0])} to {_gib(levels[-1])} over {len(levels)} stretches"
         released = _before_release(f, name, floors)
         if onset is None and len(released) >= LEAK_MIN_STRETCHES:
             # The engine's death (the line collapses and stays down) or a restart released
             # what leaked: the floors up to it are the leak, what follows is a new process's.
             floors, levels = released, [v for _, v in released]
-            onset = _rising_floors(levels, least, ceiling)
+            onset = _rising_floors(levels, least, ceiling, room)
         if onset is not None:
             hours = (w.end - floors[onset][0]) / HOUR_S
             rose = f"from {_gib(levels[onset])} to {_gib(levels[-1])} over the last {hours:.0f} h"
             flat = f", level before that at {_gib(levels[0])}" if onset else ""
             j.add(3, f"the {label} floor rose in the quiet hours and never came back: {rose}{flat}")
-            jumps = [b - a for a, b in zip(levels[onset:], levels[onset + 1 :], strict=False)]
-            if max(jumps) > LEAK_ONE_JUMP * (levels[-1] - levels[onset]):
+            if stepped := _one_step(f, name, floors[onset:], pool):
                 if climbed := _engine_climbed(f, name, label, least):
                     # The jump is the last hours' climb to the failure, not a step.
                     j.evidence_for.append(climbed)
                     return
                 j.score -= 2
-                j.evidence_against.append(
-                    f"most of the rise is one jump of {_gib(max(jumps))} between two "
-                    "stretches: a step, not a ratchet"
-                )
+                j.evidence_against.append(stepped)
                 return
             cache = [n for n in ("kv_cache", "context_high_water") if _history(f, n)]
             tracked = [n for n in cache if shapes.climb(w.upto(f.series[n])).verdict]
@@ -893,17 +893,63 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             j.evidence_against.append(f"the {label} floor did not ratchet: {said}")
 
 
+def _engine_ran_out(f: Facts) -> str | None:
+    """How the engine's own memory ran out, if it did: the kernel took the engine with no
+    other process holding much, or the engine's allocation failed on the card (the card
+    running out, as the kernel's kill is the host running out)."""
+    kills = [t for _, t in _recent_kills(f) if engine_kill(t)]
+    if kills and not _culprit(f, kills[-1]):
+        return "the kernel took the engine"
+    if any(f.lines.get(tag) for tag in CARD_OOM_TAGS):
+        return "the engine's allocation failed"
+    return None
+
+
+def _one_step(
+    f: Facts, name: str, floors: list[tuple[float, float]], pool: float | None
+) -> str | None:
+    """Why most of the floors' rise is one step, not a ratchet; None when it is not. One
+    jump between two stretches carries most of it, and it is a load: a server came up
+    then, or nothing says the engine's own memory ran out, or the jump is the size of a
+    model and came at once (a leak's remainders of one busy spell pile up over its
+    hours)."""
+    levels = [v for _, v in floors]
+    jumps = [b - a for a, b in zip(levels, levels[1:], strict=False)]
+    big = max(range(len(jumps)), key=jumps.__getitem__)
+    if jumps[big] <= LEAK_ONE_JUMP * (levels[-1] - levels[0]):
+        return None
+    said = f"most of the rise is one jump of {_gib(jumps[big])} between two stretches"
+    start, stop = floors[big][0], floors[big + 1][0] + LEAK_STRETCH_S
+    began = _began(f)
+    if any(
+        start <= t <= stop
+        for target, series in f.targets.items()
+        if is_service(target)
+        for t in came_up(series, began)
+    ):
+        return f"{said}, as a server came up: a step, not a ratchet"
+    if any(grew for _, _, grew in _model_contexts(f)):
+        return f"{said}, as the model was reloaded with a longer context: a step, not a ratchet"
+    if _engine_ran_out(f) is None:
+        return f"{said}: a step, not a ratchet"
+    # The engine's own memory ran out: a jump too small for a model, or one that took
+    # hours, is what one busy spell left behind.
+    if jumps[big] < max(MODEL_SHARE * (pool or 0), MODEL_MIN_BYTES):
+        return None
+    span = [p for p in _window(f).upto(f.series[name]) if start <= p[0] <= stop]
+    step = shapes.step(span, fmt=_gib)
+    if step.verdict and _rise_time(span, step) <= LOAD_TAKES_S:
+        return f"{said}, the size of a model and at once: a step, not a ratchet"
+    return None
+
+
 def _engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None:
     """A leak's last hours need not leave floors: the line climbs without a pause to the
     kill. The kernel took the engine with no other process holding much and no cache
     climbing alongside: the engine's own memory, not its conversations."""
     w = _window(f)
-    kills = [t for _, t in _recent_kills(f) if engine_kill(t)]
-    # The engine's own allocation failing on the card is the card running out, as the
-    # kernel's kill is the host running out.
-    failed = any(f.lines.get(tag) for tag in CARD_OOM_TAGS)
-    took = bool(kills) and not _culprit(f, kills[-1])
-    if not failed and not took:
+    ended = _engine_ran_out(f)
+    if ended is None:
         return None
     levels = known(w.incident(f.series[name]))
     quarter = len(levels) // 4
@@ -921,7 +967,6 @@ def _engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None
         return None
     if any(grew for _, _, grew in _model_contexts(f)):
         return None  # Ollama reloading its model with ever longer contexts: the cache
-    ended = "the kernel took the engine" if took else "the engine's allocation failed"
     return (
         f"the {label} climbed through the hours before {ended}, with no cache climbing "
         "alongside and no other process holding much: quarter medians "
@@ -961,16 +1006,21 @@ def _before_release(
     return [(t, v) for t, v in floors if t + LEAK_STRETCH_S <= max(releases)]
 
 
-def _rising_floors(levels: list[float], least: float, ceiling: float = math.inf) -> int | None:
+def _rising_floors(
+    levels: list[float], least: float, ceiling: float = math.inf, pool: float | None = None
+) -> int | None:
     """Where the floors began to ratchet: the earliest start of a run to the end of at
     least LEAK_MIN_STRETCHES floors, most of whose steps rise, that rose `least` in all and
     never came back (once halfway up, no later floor within a quarter of the start). A leak
     that began in the afternoon is read from the afternoon. Floors at the pool's ceiling
-    cannot rise further: steps between them are neither rises nor flats."""
+    cannot rise further: steps between them are neither rises nor flats. Given the `pool`
+    that ran out, a rise that ate HEADROOM_EATEN of the room above the run's start is
+    enough too."""
     for k in range(len(levels) - LEAK_MIN_STRETCHES + 1):
         run = levels[k:]
         rise = run[-1] - run[0]
-        if rise < least:
+        room = pool - run[0] if pool is not None else math.inf
+        if rise < min(least, HEADROOM_EATEN * room):
             continue
         steps = [(a, b) for a, b in zip(run, run[1:], strict=False) if min(a, b) < ceiling]
         rises = sum(b > a for a, b in steps)
