@@ -102,6 +102,7 @@ LEAK_STRETCH_S = 2 * 3600.0  # floors per two hours: a burst cannot fill one
 RELEASED = 0.75  # the capture reading under three quarters of the highest floor: given back
 FULL_SHARE = 0.95  # a floor this close to the pool's size has nowhere left to rise
 HEADROOM_EATEN = 0.5  # a rise that ate half the room left, up to memory running out
+ENGINE_HELD = 0.5  # engines holding under half a rise another process holds did not leak it
 LEAK_MIN_RISES = 0.7  # most steps between successive floors go up
 TIGHT_SHARE = 0.05  # under this share available, an idle holder keeps others out (a
 #                     GB10 holding its one model runs at 10% available, and is fine)
@@ -604,6 +605,8 @@ def _slow_answers(f: Facts) -> str | None:
     timed_out = any(c["status"] == "timeout" for c in f.checks)
     if len(took) < PROGRESS_LINES or not timed_out or _median(took) < SLOW_ANSWER_S:
         return None
+    if max(_values(f, "psi_some"), default=0.0) >= PSI_SOME_HIGH:
+        return None  # the machine stalled on memory: answers crawl for swapping, not a queue
     return (
         f"the log's last {len(took)} answers took {_median(took):.0f} s each (median) while "
         "a check timed out: requests waited their turn"
@@ -860,6 +863,10 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             # what leaked: the floors up to it are the leak, what follows is a new process's.
             floors, levels = released, [v for _, v in released]
             onset = _rising_floors(levels, least, ceiling, room)
+        elsewhere = name == "memory_used" and onset is not None and _held_elsewhere(f, levels)
+        if elsewhere:
+            j.evidence_against.append(elsewhere)
+            return
         if onset is not None:
             hours = (w.end - floors[onset][0]) / HOUR_S
             rose = f"from {_gib(levels[onset])} to {_gib(levels[-1])} over the last {hours:.0f} h"
@@ -891,6 +898,38 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             j.evidence_against.append(f"the {label} floor is flat between bursts: {said}")
         else:
             j.evidence_against.append(f"the {label} floor did not ratchet: {said}")
+
+
+def _held_elsewhere(f: Facts, levels: list[float]) -> str | None:
+    """Why the host's rise is not the engines': at the capture it is still held (nothing
+    died or was given back), the engines hold less than ENGINE_HELD of it (their resident
+    memory and, on a unified machine, their accelerator memory) and another process, or
+    processes of one name, at least that. A job's working set, a notebook, a build: another
+    process's growth, however the floors look."""
+    if not f.measured("processes") or _recent_kills(f):
+        return None
+    now = [v for _, v in f.series.get("memory_used", []) if v is not None]
+    if not now or now[-1] < RELEASED * levels[-1]:
+        return None
+    rise = levels[-1] - min(levels)
+    engines = {p["pid"] for p in f.processes if is_engine(p["name"] or "")}
+    held = sum(p["rss_bytes"] or 0 for p in f.processes if p["pid"] in engines)
+    if any(d["unified_memory"] for d in f.gpu_devices):
+        listed = [p["used_bytes"] or 0 for p in f.gpu_processes if p["pid"] in engines]
+        card = _values(f, "accelerator_used")
+        held += sum(listed) if listed else (card[-1] if card else 0.0)
+    groups: dict[str, float] = {}
+    for p in f.processes:
+        if p["pid"] not in engines:
+            groups[p["name"] or "?"] = groups.get(p["name"] or "?", 0.0) + (p["rss_bytes"] or 0)
+    other, most = max(groups.items(), key=lambda kv: kv[1], default=("?", 0.0))
+    if held >= ENGINE_HELD * rise or most < ENGINE_HELD * rise:
+        return None
+    return (
+        f"the engines hold {_gib(held)} at the capture and {other} {_gib(most)}, of the "
+        f"{_gib(rise)} the floor rose and still held: another process's growth, not the "
+        "engine's"
+    )
 
 
 def _engine_ran_out(f: Facts) -> str | None:
@@ -1603,10 +1642,21 @@ def _exhaustion_in_window(f: Facts, j: Judgement, machine_kill: bool, card_grew:
     low = min(before)
     share = low / total
     killed = machine_kill or _kills_in_history(f) > 0
+    stalled = max(_values(f, "psi_some"), default=0.0) >= PSI_SOME_HIGH
+    ran_out = killed or j.score > 0 or not stalled  # a kill, an allocation failed, a pool full
+
+    def detail(points: int, text: str) -> None:
+        # Nothing ran out and the machine stalled on memory: how the shortage looked is
+        # told but weighs nothing, the stall it caused is the fault.
+        if ran_out:
+            j.add(points, text)
+        else:
+            j.evidence_for.append(text)
+
     said = f"available memory fell to {_gib(low)} of {_gib(total)} ({share:.0%})"
     if usual:
         said += f", against at least {_gib(min(usual))} earlier in the day"
-    if share < LOW_AVAILABLE and (killed or j.score):
+    if share < LOW_AVAILABLE and ran_out:
         j.add(2, f"{said} before the failure")
     elif share < LOW_AVAILABLE:
         # Nothing was killed and no allocation failed: the machine was short, and what it
@@ -1619,17 +1669,17 @@ def _exhaustion_in_window(f: Facts, j: Judgement, machine_kill: bool, card_grew:
         return
     collapse = shapes.collapse(w.upto(series) if w.cut else series)
     if collapse.verdict:
-        j.add(1, f"available memory collapsed at the end: {collapse.why}")
+        detail(1, f"available memory collapsed at the end: {collapse.why}")
     count = _kills_in_history(f)
     if count and not machine_kill:
         j.add(2, f"the kernel's OOM-kill counter rose by {count:.0f} in the incident window")
     after = known([(t, v) for t, v in series if t > w.end])
     if after and max(after) > 2 * low:
-        j.add(1, f"available memory came back to {_gib(max(after))} once the victim's was freed")
+        detail(1, f"available memory came back to {_gib(max(after))} once the victim's was freed")
     if _history(f, "accelerator_used"):
         card = shapes.step(w.incident(f.series["accelerator_used"]), fmt=_gib)
         if not card.verdict and not card_grew:
-            j.add(1, "the accelerator's line stayed flat: the host ran out, not the card")
+            detail(1, "the accelerator's line stayed flat: the host ran out, not the card")
 
 
 def _card_grew(f: Facts) -> str | None:

@@ -534,6 +534,53 @@ def test_a_box_full_all_day_whose_engine_ate_the_last_room_is_a_leak(tmp_path):
     assert "floor rose in the quiet hours" in result["candidates"][0]["evidence_for"][0]
 
 
+def _notebook_outgrew_ram() -> Builder:
+    """A notebook's cells took 64 GiB over the evening, step after step, and the box
+    (128 GiB) swapped and stalled; Ollama, idle in its own 0.3 GiB, answered minutes late
+    and the health check timed out. Nothing was killed."""
+    n = len(DAY)
+    steps = [(0, 60 * GIB)] + [(n - 96 + 12 * k, (60 + 8 * (k + 1)) * GIB) for k in range(8)]
+    used = _floors(steps, 2 * GIB)
+    answers = [
+        f'[GIN] 2026/11/29 - 02:{50 + k}:0{k} | 200 | {3 + k}m2.5s | 127.0.0.1 | POST "/api/chat"'
+        for k in range(5)
+    ]
+    b = history(
+        base(trigger=("healthcheck", "ollama", "no answer within 60 s")),
+        {
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in used]
+            )
+        },
+    )
+    b.pressure([(t, 35.0) for t in WINDOW], [(t, 15.0) for t in WINDOW])
+    b.memory([(t, TOTAL - 1.5 * GIB) for t in WINDOW], swap_used=15 * GIB)
+    b.checks([{"name": "ollama", "kind": "http", "ok": False, "status": "timeout",
+               "reason": "no answer within 60 s", "answer": {}}])  # fmt: skip
+    b.processes(
+        [
+            {"pid": 48211, "name": "python3", "rss_bytes": 64 * GIB},
+            {"pid": 1200, "name": "ollama", "rss_bytes": 300 * 2**20},
+        ]
+    )
+    return b.logs(answers, name="ollama")
+
+
+def test_a_notebook_that_outgrew_ram_beside_an_idle_engine_is_a_stall(tmp_path):
+    result = verdict(tmp_path, _notebook_outgrew_ram())
+    assert result["verdict"] == "memory-pressure-stall", scores(result)
+    by_fault = {c["fault"]: c for c in result["candidates"]}
+    # The floor rose, but python3 holds it, not the engine.
+    assert any(
+        "another process's growth" in e for e in by_fault["leak-ratchet"]["evidence_against"]
+    )
+    # Minutes per answer while memory stalled is the stall, not a queue.
+    assert by_fault["concurrency-overload"]["score"] == 0
+    # Short of memory, nothing killed: the shortage is told, the stall is the fault.
+    assert by_fault["host-exhaustion"]["score"] < 2
+    assert any("nothing was killed" in e for e in by_fault["host-exhaustion"]["evidence_for"])
+
+
 def _card_ran_out(card: list[float]) -> Builder:
     """A 24 GiB card under one llama-server, whose own allocation failed at the end."""
     n = len(DAY)
