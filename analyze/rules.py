@@ -346,7 +346,7 @@ def _model_contexts(f: Facts) -> list[tuple[str, str, bool]]:
             f"{size}" + (f" ({n} loads)" if n > 1 else "")
             for size, n in ((size, len(list(run))) for size, run in groupby(sizes))
         )
-        out.append((model.rsplit("/", 1)[-1][:19], said, sizes[-1] >= CREEP_OVER_USUAL * sizes[0]))
+        out.append((_blob(model), said, sizes[-1] >= CREEP_OVER_USUAL * sizes[0]))
     return out
 
 
@@ -1181,7 +1181,7 @@ def swap_not_unloaded(f: Facts) -> Judgement:
                 j.add(3, f"two sources disagree: {said}, yet {held}")
         else:
             j.evidence_against.append(f"the model manager and the accelerator agree ({said})")
-    overdue = _overdue(f) or _slept_holding(f)
+    overdue = _overdue(f) or _slept_holding(f) or _loaded_beside(f)
     if overdue:
         j.add(3, overdue)
     memory = _memory_series(f)
@@ -1196,6 +1196,33 @@ def swap_not_unloaded(f: Facts) -> Judgement:
         if step.verdict and (step.size or 0) > 0:
             j.add(2, f"{memory[1]} stepped up and stayed: {step.why}")
     return j
+
+
+def _loaded_beside(f: Facts) -> str | None:
+    """The engine's last load in its log was of other weights than a runner still holding
+    accelerator memory at the capture, and the card ran out: the model in place was not
+    unloaded for the next (Ollama keeping a runner it should have evicted)."""
+    if not f.loads or not any(f.lines.get(tag) for tag in CARD_OOM_TAGS):
+        return None
+    wanted = f.loads[-1].model
+    if any(grew and name == _blob(wanted) for name, _, grew in _model_contexts(f)):
+        return None  # the load that failed asked for a longer context: the creep's
+    for holder in _engine_holders(f):
+        cmd = list(_who(f, holder).get("cmdline") or [])
+        at = cmd.index("--model") + 1 if "--model" in cmd else len(cmd)
+        if at >= len(cmd) or cmd[at] == wanted or (holder["used_bytes"] or 0) < SQUAT_GPU_BYTES:
+            continue
+        return (
+            f"the log's last load was {_blob(wanted)} while pid {holder['pid']} still held "
+            f"{_gib(holder['used_bytes'])} for {_blob(cmd[at])}, and the card ran out: the "
+            "model in place was not unloaded for the next"
+        )
+    return None
+
+
+def _blob(path: str) -> str:
+    """A model's weights by their file's name, as short as the report can carry."""
+    return path.rsplit("/", 1)[-1][:19]
 
 
 def _held_beside_nothing(f: Facts) -> str | None:

@@ -388,6 +388,38 @@ def test_a_step_beside_loads_that_kept_their_context_is_still_a_model_kept(tmp_p
     assert any("the size of a model" in e for e in snu["evidence_for"]), snu
 
 
+def test_a_load_that_ran_out_beside_a_runner_still_holding_another_model_is_a_model_kept(
+    tmp_path,
+):
+    """No history: Ollama's log loads model 9c01, the card runs out, and at the capture the
+    runner of model 3bbe still holds 16.8 GiB of the 24 GiB card. The failed allocation is
+    how it ended; the model not unloaded for the next is why."""
+    runner = ["/usr/local/bin/ollama", "runner", "--ollama-engine", "--model",
+              "/root/.ollama/models/blobs/sha256-3bbe", "--port", "41931"]  # fmt: skip
+    ps = {"/api/ps": {"models": [], "loaded": ["gemma3:27b"], "size_total": 0,
+                      "size_vram_total": 0}}  # fmt: skip
+    b = base(trigger=("healthcheck", "ollama", "HTTP 500"))
+    b.gpu("NVIDIA GeForce RTX 3090", total=24 * GIB, used=17 * GIB, unified=False,
+          processes=[(58531, "ollama", int(16.8 * GIB))])  # fmt: skip
+    b.processes(
+        [
+            {"pid": 58531, "ppid": 1090, "name": "ollama", "rss_bytes": GIB, "cmdline": runner},
+            {
+                "pid": 1090,
+                "ppid": 1,
+                "name": "ollama",
+                "rss_bytes": GIB // 8,
+                "cmdline": ["/usr/local/bin/ollama", "serve"],
+            },
+        ]  # fmt: skip
+    )
+    b.engines([engine("ollama", "ollama", readings=ps)])
+    result = verdict(tmp_path, b.logs([OLLAMA_LOAD.format(h=5, blob="9c01", ctx=8192),
+                                       OLLAMA_FAILED]))  # fmt: skip
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+    assert "still held 16.8 GiB for sha256-3bbe" in result["candidates"][0]["evidence_for"][0]
+
+
 def test_a_model_loaded_hours_before_the_window_and_kept_to_the_failure_is_the_cause(tmp_path):
     """Loaded in five minutes four hours before the failed load, and never unloaded: the
     allocation failure is how it ended, the model kept is why."""
