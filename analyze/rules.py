@@ -953,6 +953,20 @@ def _one_step(
     model and came at once (a leak's remainders of one busy spell pile up over its
     hours)."""
     levels = [v for _, v in floors]
+    if name == "memory_used" and _history(f, "accelerator_used"):
+        # On a shared pool what is loaded into the card shows in the host's line too. The
+        # card's own floors were read first and did not ratchet: a host rise that is
+        # mostly the card's is its models loading, not a leak.
+        card = dict(
+            _quiet_floors(f, "accelerator_used", _window(f).upto(f.series["accelerator_used"]))
+        )
+        if floors[0][0] in card and floors[-1][0] in card:
+            rose = card[floors[-1][0]] - card[floors[0][0]]
+            if rose >= LEAK_ONE_JUMP * (levels[-1] - levels[0]):
+                return (
+                    f"the accelerator's floor rose {_gib(rose)} of it, without a ratchet: "
+                    "models loaded into the shared pool"
+                )
     jumps = [b - a for a, b in zip(levels, levels[1:], strict=False)]
     big = max(range(len(jumps)), key=jumps.__getitem__)
     if jumps[big] <= LEAK_ONE_JUMP * (levels[-1] - levels[0]):

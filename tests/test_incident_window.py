@@ -613,6 +613,30 @@ def test_a_notebook_that_outgrew_ram_beside_an_idle_engine_is_a_stall(tmp_path):
     assert any("nothing was killed" in e for e in by_fault["host-exhaustion"]["evidence_for"])
 
 
+def test_models_loaded_into_a_shared_pool_on_a_healthy_day_are_no_leak(tmp_path):
+    """A Strix Halo on a healthy day: llama-swap swapped a 10 GiB model in, then the
+    28 GiB one back. The host's floors rose 28 GiB over two stretches, none of them one
+    jump, but the card's floor rose as much without a ratchet: models loaded, no leak."""
+    n = len(DAY)
+    card = [0.3 * GIB if i < n - 60 else (10 * GIB if i < n - 36 else 28.2 * GIB) for i in range(n)]
+    used = noisy([9 * GIB + c + (2 * GIB if i % 24 in (10, 11) else 0.0)
+                  for i, c in enumerate(card)], 0.1 * GIB)  # fmt: skip
+    b = history(
+        base(trigger=("cron", "baseline")),
+        {
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in used]
+            ),
+            "accelerator_memory_used": _series("local-llm", card),
+            "accelerator_memory_total": _series("local-llm", [TOTAL] * n),
+        },
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "no-fault", scores(result)
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert any("models loaded into the shared pool" in e for e in leak["evidence_against"])
+
+
 def _card_ran_out(card: list[float]) -> Builder:
     """A 24 GiB card under one llama-server, whose own allocation failed at the end."""
     n = len(DAY)
