@@ -605,7 +605,7 @@ def _slow_answers(f: Facts) -> str | None:
     timed_out = any(c["status"] == "timeout" for c in f.checks)
     if len(took) < PROGRESS_LINES or not timed_out or _median(took) < SLOW_ANSWER_S:
         return None
-    if max(_values(f, "psi_some"), default=0.0) >= PSI_SOME_HIGH:
+    if _stalled(f):
         return None  # the machine stalled on memory: answers crawl for swapping, not a queue
     return (
         f"the log's last {len(took)} answers took {_median(took):.0f} s each (median) while "
@@ -918,11 +918,7 @@ def _held_elsewhere(f: Facts, levels: list[float]) -> str | None:
         listed = [p["used_bytes"] or 0 for p in f.gpu_processes if p["pid"] in engines]
         card = _values(f, "accelerator_used")
         held += sum(listed) if listed else (card[-1] if card else 0.0)
-    groups: dict[str, float] = {}
-    for p in f.processes:
-        if p["pid"] not in engines:
-            groups[p["name"] or "?"] = groups.get(p["name"] or "?", 0.0) + (p["rss_bytes"] or 0)
-    other, most = max(groups.items(), key=lambda kv: kv[1], default=("?", 0.0))
+    other, most, _ = _largest_other(f)
     if held >= ENGINE_HELD * rise or most < ENGINE_HELD * rise:
         return None
     return (
@@ -1464,6 +1460,11 @@ def _second_engine(f: Facts) -> str | None:
     return None
 
 
+def _stalled(f: Facts) -> bool:
+    """Tasks stalled on memory at the capture, past PSI_SOME_HIGH (PSI some avg10)."""
+    return max(_values(f, "psi_some"), default=0.0) >= PSI_SOME_HIGH
+
+
 def _memory_ran_out(f: Facts) -> bool:
     """Memory ran out at the failure: the OOM killer, or an allocation that failed."""
     tags = (*CARD_OOM_TAGS, "host-alloc-fail", "unit-oom")
@@ -1645,18 +1646,25 @@ def _culprit(f: Facts, kill: str) -> str | None:
     # is background, and the engine is what grew. Processes of one name count together
     # (a build's compilers grow as a swarm, each one small).
     least = max(CULPRIT_SHARE * total, (named[1] or 0) if named else 0)
+    name, most, group = _largest_other(f)
+    if not group or most < least:
+        return None
+    count = len(group)
+    first = group[0]["pid"]
+    who = f"{count} {name} processes hold" if count > 1 else f"pid {first} ({name}) holds"
+    return f"{who} {_gib(most)}, more than the engine that was killed: not an engine"
+
+
+def _largest_other(f: Facts) -> tuple[str, float, list[dict[str, Any]]]:
+    """The processes of one name, not an engine's, that hold the most resident memory
+    together (a build's compilers grow as a swarm, each one small): name, bytes, rows."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for p in f.processes:
         if not is_engine(p["name"] or ""):
             groups.setdefault(p["name"] or "?", []).append(p)
     held = {name: sum(p["rss_bytes"] or 0 for p in ps) for name, ps in groups.items()}
-    name, most = max(held.items(), key=lambda kv: kv[1], default=(None, 0))
-    if name is None or most < least:
-        return None
-    count = len(groups[name])
-    first = groups[name][0]["pid"]
-    who = f"{count} {name} processes hold" if count > 1 else f"pid {first} ({name}) holds"
-    return f"{who} {_gib(most)}, more than the engine that was killed: not an engine"
+    name, most = max(held.items(), key=lambda kv: kv[1], default=("?", 0.0))
+    return name, most, groups.get(name, [])
 
 
 def _services(f: Facts) -> bool:
@@ -1683,13 +1691,13 @@ def _exhaustion_in_window(f: Facts, j: Judgement, machine_kill: bool, card_grew:
     low = min(before)
     share = low / total
     killed = machine_kill or _kills_in_history(f) > 0
-    stalled = max(_values(f, "psi_some"), default=0.0) >= PSI_SOME_HIGH
-    ran_out = killed or j.score > 0 or not stalled  # a kill, an allocation failed, a pool full
+    # The shortage weighs as this fault's evidence unless nothing ran out (no kill, no
+    # allocation failure, no pool full) and the machine stalled: then the stall it caused
+    # is the fault, and how the shortage looked is told but weighs nothing.
+    weighs = killed or j.score > 0 or not _stalled(f)
 
     def detail(points: int, text: str) -> None:
-        # Nothing ran out and the machine stalled on memory: how the shortage looked is
-        # told but weighs nothing, the stall it caused is the fault.
-        if ran_out:
+        if weighs:
             j.add(points, text)
         else:
             j.evidence_for.append(text)
@@ -1697,7 +1705,7 @@ def _exhaustion_in_window(f: Facts, j: Judgement, machine_kill: bool, card_grew:
     said = f"available memory fell to {_gib(low)} of {_gib(total)} ({share:.0%})"
     if usual:
         said += f", against at least {_gib(min(usual))} earlier in the day"
-    if share < LOW_AVAILABLE and ran_out:
+    if share < LOW_AVAILABLE and weighs:
         j.add(2, f"{said} before the failure")
     elif share < LOW_AVAILABLE:
         # Nothing was killed and no allocation failed: the machine was short, and what it
