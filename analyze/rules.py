@@ -104,6 +104,10 @@ FULL_SHARE = 0.95  # a floor this close to the pool's size has nowhere left to r
 HEADROOM_EATEN = 0.5  # a rise that ate half the room left, up to memory running out
 ENGINE_HELD = 0.5  # engines holding under half a rise another process holds did not leak it
 LEAK_MIN_RISES = 0.7  # most steps between successive floors go up
+LEAK_MOST_FALLS = 0.3  # ... or, where the pool ran out, few go down (a ratchet holds)
+RETURNED_DIP_STRETCHES = 2  # a swap to another model and back is over within hours
+LEAK_CLICKS = 2  # ... and clicked more than once: one rise is a step
+FLOOR_NOISE = 0.1  # a floor moving under a tenth of the run's rise has neither risen nor fallen
 TIGHT_SHARE = 0.05  # under this share available, an idle holder keeps others out (a
 #                     GB10 holding its one model runs at 10% available, and is fine)
 CULPRIT_SHARE = 0.15  # another process holding this share of the machine is what grew
@@ -882,10 +886,14 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
                 return
             cache = [n for n in ("kv_cache", "context_high_water") if _history(f, n)]
             tracked = [n for n in cache if shapes.climb(w.upto(f.series[n])).verdict]
-            if tracked:
+            reloaded = [said for _, said, grew in _model_contexts(f) if grew]
+            if tracked or reloaded:
                 j.score -= 1
                 j.evidence_against.append(
                     f"the rise tracks the {tracked[0].replace('_', ' ')} (context creep)"
+                    if tracked
+                    else f"the rise came with reloads of the model at longer contexts "
+                    f"({reloaded[0]} tokens): the cache, not a leak"
                 )
             elif cache:
                 j.add(1, "the KV cache did not climb with it: the rise is not the cache")
@@ -963,6 +971,9 @@ def _one_step(
                     f"the accelerator's floor rose {_gib(rose)} of it, without a ratchet: "
                     "models loaded into the shared pool"
                 )
+    # A swap and back inside the run is no jump: the climb back is where it was before.
+    floors = _without_returned_dips(floors)
+    levels = [v for _, v in floors]
     jumps = [b - a for a, b in zip(levels, levels[1:], strict=False)]
     big = max(range(len(jumps)), key=jumps.__getitem__)
     if jumps[big] <= LEAK_ONE_JUMP * (levels[-1] - levels[0]):
@@ -1059,28 +1070,89 @@ def _rising_floors(
     levels: list[float], least: float, ceiling: float = math.inf, pool: float | None = None
 ) -> int | None:
     """Where the floors began to ratchet: the earliest start of a run to the end of at
-    least LEAK_MIN_STRETCHES floors, most of whose steps rise, that rose `least` in all and
-    never came back (once halfway up, no later floor within a quarter of the start). A leak
-    that began in the afternoon is read from the afternoon. Floors at the pool's ceiling
-    cannot rise further: steps between them are neither rises nor flats. Given the `pool`
-    that ran out, a rise that ate HEADROOM_EATEN of the room above the run's start is
-    enough too."""
+    least LEAK_MIN_STRETCHES floors that rose `least` in all, most of whose steps rose,
+    that never came back (once halfway up, no later floor within a quarter of the start)
+    and still rose in its second half. A leak that began in the afternoon is read from the
+    afternoon. Floors at the pool's ceiling cannot rise further: steps between them are
+    neither rises nor falls.
+
+    Given the `pool` that ran out, the end agrees with a leak: a rise that ate
+    HEADROOM_EATEN of the room above the run's start is enough, and, where no run rose
+    step after step, a ratchet that held between its clicks (a quiet stretch keeps the
+    floor where it was) is one too: read from its first click."""
+    onset = _ratchet_run(levels, least, ceiling, pool, _most_rise)
+    if onset is not None or pool is None:
+        return onset
+    onset = _ratchet_run(levels, least, ceiling, pool, _held_between_clicks)
+    if onset is None:
+        return None
+    noise = FLOOR_NOISE * (levels[-1] - levels[onset])
+    while onset + LEAK_MIN_STRETCHES < len(levels) and levels[onset + 1] <= levels[onset] + noise:
+        onset += 1
+    return onset
+
+
+def _ratchet_run(
+    levels: list[float],
+    least: float,
+    ceiling: float,
+    pool: float | None,
+    clicked: Callable[[list[tuple[float, float]], float], bool],
+) -> int | None:
     for k in range(len(levels) - LEAK_MIN_STRETCHES + 1):
         run = levels[k:]
         rise = run[-1] - run[0]
         room = pool - run[0] if pool is not None else math.inf
         if rise < min(least, HEADROOM_EATEN * room):
             continue
-        steps = [(a, b) for a, b in zip(run, run[1:], strict=False) if min(a, b) < ceiling]
-        rises = sum(b > a for a, b in steps)
+        # A run that began above the ceiling (a box full all day) is read as it is.
+        cap = ceiling if run[0] < ceiling else math.inf
+        steps = [(a, b) for a, b in zip(run, run[1:], strict=False) if min(a, b) < cap]
         halfway = next(i for i, v in enumerate(run) if v >= run[0] + rise / 2)
-        if (
-            steps
-            and rises >= LEAK_MIN_RISES * len(steps)
-            and min(run[halfway:]) > run[0] + rise / 4
-        ):
+        # Still rising in the hours before the end, unless it filled the pool: a rise that
+        # stopped a day before the failure did not run it out.
+        late = run[-1] >= cap or run[-1] - run[len(run) // 2] >= rise / 4
+        if late and clicked(steps, rise) and min(run[halfway:]) > run[0] + rise / 4:
             return k
     return None
+
+
+def _most_rise(steps: list[tuple[float, float]], rise: float) -> bool:
+    return bool(steps) and sum(b > a for a, b in steps) >= LEAK_MIN_RISES * len(steps)
+
+
+def _held_between_clicks(steps: list[tuple[float, float]], rise: float) -> bool:
+    """It clicked upwards more than once (one rise is a step) and hardly ever fell;
+    moves under FLOOR_NOISE of the rise are neither."""
+    noise = FLOOR_NOISE * rise
+    rises = sum(b > a + noise for a, b in steps)
+    falls = sum(b < a - noise for a, b in steps)
+    return rises >= LEAK_CLICKS and falls <= LEAK_MOST_FALLS * len(steps)
+
+
+def _without_returned_dips(floors: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The floors without a dip of one or two stretches (a model's worth at least) after
+    which the floor is back where it was before: a swap to another model and back, or a
+    restart that reloaded. The engine's memory was elsewhere for a while; its climb back
+    is no rise."""
+    kept = floors[:1]
+    i = 1
+    while i < len(floors):
+        for width in range(1, RETURNED_DIP_STRETCHES + 1):
+            if i + width < len(floors) and _back_where_it_was(
+                kept[-1][1], [v for _, v in floors[i : i + width]], floors[i + width][1]
+            ):
+                i += width
+                break
+        else:
+            kept.append(floors[i])
+            i += 1
+    return kept
+
+
+def _back_where_it_was(before: float, dip: list[float], after: float) -> bool:
+    depth = before - max(dip)
+    return depth > MODEL_MIN_BYTES and abs(after - before) <= FLOOR_NOISE * depth
 
 
 def _recent_kills(f: Facts) -> list[tuple[float | None, str]]:

@@ -544,14 +544,16 @@ def test_one_jump_before_the_kill_is_no_fast_leak(tmp_path):
     assert not any("climbed through the hours" in e for e in leak["evidence_for"]), leak
 
 
-def _floors(levels: list[tuple[int, float]], bursts: float) -> list[float]:
-    """Host memory with a burst every two hours; from each (reading, level) on, the floor
-    is that level."""
+def _floors(
+    levels: list[tuple[int, float]], bursts: float, noise: float = 0.1 * GIB
+) -> list[float]:
+    """Memory with a burst every two hours; from each (reading, level) on, the floor is
+    that level (the latest to begin)."""
     out = []
     for i in range(len(DAY)):
-        floor = max((level for start, level in levels if i >= start), default=0.0)
-        out.append(floor + (bursts if i % 24 in (10, 11) else 0.0))
-    return noisy(out, 0.1 * GIB)
+        floor = [level for start, level in levels if i >= start][-1:] or [0.0]
+        out.append(floor[0] + (bursts if i % 24 in (10, 11) else 0.0))
+    return noisy(out, noise) if noise else out
 
 
 def test_a_box_full_all_day_whose_engine_ate_the_last_room_is_a_leak(tmp_path):
@@ -637,14 +639,15 @@ def test_models_loaded_into_a_shared_pool_on_a_healthy_day_are_no_leak(tmp_path)
     assert any("models loaded into the shared pool" in e for e in leak["evidence_against"])
 
 
-def _card_ran_out(card: list[float]) -> Builder:
-    """A 24 GiB card under one llama-server, whose own allocation failed at the end."""
+def _card_ran_out(card: list[float], total: float = 24.0 * GIB) -> Builder:
+    """A card (24 GiB unless said) under one llama-server, whose own allocation failed at
+    the end."""
     n = len(DAY)
     b = history(
         base(trigger=("healthcheck", "gateway", "HTTP 502")),
         {
             "accelerator_memory_used": _series("dcgm", card),
-            "accelerator_memory_total": _series("dcgm", [24.0 * GIB] * n),
+            "accelerator_memory_total": _series("dcgm", [total] * n),
         },
     )
     return b.logs(
@@ -666,6 +669,31 @@ def test_a_card_climbing_without_a_pause_to_its_own_allocation_failure_is_a_leak
     working = str(result["candidates"][0]["evidence_for"])
     assert "accelerator memory floor rose in the quiet hours and never came back" in working
     assert "ended as accelerator-oom" in working
+
+
+def test_a_card_floor_that_clicked_twice_to_its_allocation_failure_is_a_leak(tmp_path):
+    """Flat at 13 GiB all day; in the last four hours each busy spell left its floor higher
+    (17.5, then 21 GiB) and held there through the quiet, until an allocation failed. Two
+    clicks with a flat stretch before them, ended by the card running out: a ratchet."""
+    n = len(DAY)
+    card = _floors([(0, 13 * GIB), (n - 48, 17.5 * GIB), (n - 24, 21 * GIB)], 2 * GIB, 0.0)
+    result = verdict(tmp_path, _card_ran_out(card))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    assert "floor rose in the quiet hours" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_the_climb_back_from_a_swap_is_no_step_that_explains_a_ratchet(tmp_path):
+    """A 48 GiB card: early in the day a swap to a small model took the floor to 10 GiB
+    for two hours and the 30 GiB model came back; from then on every stretch left the
+    floor a GiB higher, to an allocation failure. The climb back from the swap is not the
+    rise: the ratchet is the leak."""
+    levels = [(0, 30 * GIB), (24, 10 * GIB), (48, 30 * GIB)]
+    levels += [(72 + 24 * k, (31 + k) * GIB) for k in range(9)]
+    result = verdict(tmp_path, _card_ran_out(_floors(levels, 2 * GIB, 0.0), 48 * GIB))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    leak = result["candidates"][0]
+    assert "floor rose in the quiet hours" in leak["evidence_for"][0], leak
+    assert not any("one jump" in e for e in leak["evidence_against"]), leak
 
 
 def test_a_card_that_stepped_then_sat_flat_before_its_allocation_failure_is_no_leak(tmp_path):
