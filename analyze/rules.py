@@ -65,6 +65,8 @@ PSI_FULL_HIGH = 5.0
 HOUR_S = 3600.0
 SLOW_ANSWER_S = 60.0  # a minute per answer is a queue for a chat engine, not generation
 PROGRESS_LINES = 3  # three answered requests in the log's tail: the application works
+GAVE_UP_SHARE = 0.2  # a fifth of the log's requests cancelled by their callers: they waited
+GAVE_UP_LINES = 5  # ... and five at least: one impatient user is not a queue
 QUEUE_AT_CAPTURE = 4  # four callers waiting at once behind full slots is a queue
 QUEUE_SHARE = 0.3  # requests waited through a third of the hour before the failure (a
 #                    queue drains between bursts of callers) ...
@@ -549,7 +551,7 @@ def _preempted(f: Facts, j: Judgement) -> None:
 def concurrency_overload(f: Facts) -> Judgement:
     j = Judgement()
     if not f.has("requests_waiting"):
-        queue = _queue_at_capture(f) or _queue_in_stats(f) or _slow_answers(f)
+        queue = _queue_at_capture(f) or _queue_in_stats(f) or _slow_answers(f) or _gave_up(f)
         if queue and not _window(f).failure:
             # Minutes of an engine's log with nothing failed: a busy spell, worth a note.
             # A queue through an incident needs the incident, or hours of readings.
@@ -614,6 +616,28 @@ def _slow_answers(f: Facts) -> str | None:
     return (
         f"the log's last {len(took)} answers took {_median(took):.0f} s each (median) while "
         "a check timed out: requests waited their turn"
+    )
+
+
+def _gave_up(f: Facts) -> str | None:
+    """Without a queue metric, llama-server's log still says when callers stopped waiting:
+    a share of its last requests cancelled before their answer while it kept answering
+    the others, and a check timed out. Requests waited their turn, unless the machine
+    stalled on memory (then every answer crawled)."""
+    cancelled = len(f.lines.get("request-cancelled", []))
+    done = f.lines.get("request-done", [])
+    # Older builds log a request twice (its slot's release and its access line).
+    released = [line for line in done if "stop processing" in line] or done
+    timed_out = any(c["status"] == "timeout" for c in f.checks)
+    total = cancelled + len(released)
+    if not timed_out or cancelled < GAVE_UP_LINES or cancelled < GAVE_UP_SHARE * total:
+        return None
+    if len(released) < PROGRESS_LINES or _stalled(f):
+        return None
+    return (
+        f"{cancelled} of the last {total} requests in the engine's log were cancelled by "
+        "their callers before an answer, while it kept answering the rest and a check "
+        "timed out: requests waited their turn"
     )
 
 
@@ -2376,7 +2400,7 @@ def _queued_at_capture(f: Facts) -> str | None:
         return f"{max(waiting):.0f} requests waited in the minutes before"
     if f.stats and f.stats[-1].waiting > 0:
         return f"{f.stats[-1].waiting} requests waited in the engine's last stats line"
-    return _slow_answers(f)
+    return _slow_answers(f) or _gave_up(f)
 
 
 def _answer(check: dict[str, Any]) -> dict[str, Any]:

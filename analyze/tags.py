@@ -62,6 +62,10 @@ TAGS: tuple[tuple[str, str], ...] = (
     ),
     # An engine's periodic stats: its queue and cache, read by analyze/statlines.py.
     ("engine-stats", statlines.PATTERN),
+    # A request its caller gave up on before the answer: llama-server warns "cancel task,
+    # id_task = N" when the client disconnects (SRV_WRN in cancel_tasks, and in
+    # server_response_reader::stop of 2026 builds), whether it was running or waiting.
+    ("request-cancelled", r"cancel task, id_task = \d+"),
     # A request answered: llama-server's access and slot lines, Ollama's GIN line, the
     # uvicorn access line of vLLM and SGLang. Progress, seen in the log.
     (

@@ -615,6 +615,46 @@ def test_a_notebook_that_outgrew_ram_beside_an_idle_engine_is_a_stall(tmp_path):
     assert any("nothing was killed" in e for e in by_fault["host-exhaustion"]["evidence_for"])
 
 
+def _callers_gave_up(stall: float) -> Builder:
+    """A llama-server with two slots and no queue metric. Its log's last 18 requests: 12
+    answered, 6 cancelled by their callers before an answer ("cancel task", a warning it
+    prints when the client disconnects); the gateway's completion check timed out while
+    the server's own /health answered. Memory stalled `stall` % of the time."""
+    lines = []
+    for k in range(12):
+        task = 100 + 3 * k
+        lines += [
+            f"slot launch_slot_: id  {k % 2} | task {task} | processing task",
+            f"slot      release: id  {k % 2} | task {task} | stop processing: n_tokens = "
+            "2100, truncated = 0",
+        ]
+        if k % 2:
+            lines.append(f"srv  cancel_tasks: cancel task, id_task = {task + 1}")
+    b = base(trigger=("healthcheck", "gateway", "no answer within 120 s")).prometheus(
+        {"host_memory_available": available(healthy_bursts())}
+    )
+    b.pressure([(t, stall) for t in WINDOW], [(t, stall / 3) for t in WINDOW])
+    b.checks([
+        {"name": "gateway", "kind": "completion", "ok": False, "status": "timeout",
+         "reason": "no answer within 120 s", "answer": {}},
+        {"name": "llama-server", "kind": "http", "ok": True, "status": "ok", "reason": None,
+         "answer": {"http_status": 200}},
+    ])  # fmt: skip
+    return b.logs(lines, name="llama-server")
+
+
+def test_callers_giving_up_while_the_engine_answered_is_a_queue(tmp_path):
+    result = verdict(tmp_path, _callers_gave_up(stall=0.0))
+    assert result["verdict"] == "concurrency-overload", scores(result)
+    assert "6 of the last 18 requests" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_callers_giving_up_on_a_machine_stalled_on_memory_is_no_queue(tmp_path):
+    result = verdict(tmp_path, _callers_gave_up(stall=40.0))
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    assert queue["score"] == 0, queue
+
+
 def test_models_loaded_into_a_shared_pool_on_a_healthy_day_are_no_leak(tmp_path):
     """A Strix Halo on a healthy day: llama-swap swapped a 10 GiB model in, then the
     28 GiB one back. The host's floors rose 28 GiB over two stretches, none of them one
