@@ -380,12 +380,33 @@ def _creep_in_bundle(f: Facts, j: Judgement, cache: list[str]) -> None:
         j.add(1, f"{memory[1]} climbed with it")
 
 
+def _busier(f: Facts) -> str | None:
+    """More callers in the hour before the failure than in the busiest hour before it, in
+    words: more requests running (medians), or, with the slots full either way, far more
+    waiting (means). None when the load stayed in its range or is not known."""
+    w = _window(f)
+    for name, typical, over in (
+        ("requests_running", _median, lambda now, usual: now > usual * LOAD_OVER_USUAL + 0.5),
+        ("requests_waiting", _mean, lambda now, usual: now >= QUEUE_DEEPER * max(usual, 1.0)),
+    ):
+        series = f.series.get(name, [])
+        recent = known(w.last(series, RECENT_S))
+        usual = max(_hourly(w.reference(series), typical), default=None)
+        if recent and usual is not None and over(typical(recent), usual):
+            return (
+                f"{name.replace('_', ' ')} rose above the busiest hour before "
+                f"({typical(recent):.1f} against {usual:.1f})"
+            )
+    return None
+
+
 def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
     """The cache held per running request in the hour before the failure, against the
     highest hourly level of the rest of the day: longer conversations, not more of them."""
     w = _window(f)
     running = f.series.get("requests_running", [])
     prompts = _prompts_grew(f, j)
+    busier = _busier(f)
     for name in cache:
         words = name.replace("_", " ")
         series = w.upto(f.series[name])
@@ -420,7 +441,16 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
         # goes back down at night; this does not).
         steady = shapes.climb(measure)
         grew = _high_water_grew(w, series) if name == "context_high_water" else None
-        if now > before * CREEP_OVER_USUAL and now - before > 1e-9:
+        rose = now > before * CREEP_OVER_USUAL and now - before > 1e-9
+        if rose and name == "context_high_water" and busier and prompts is False:
+            # A high-water is the longest of the requests seen: more of them reach further
+            # though each is as long as before (the prompts, read directly, did not grow).
+            j.add(
+                1,
+                f"{label} rose past its usual range ({said}), though the prompts kept "
+                "their length and more requests ran: more of them, each as long",
+            )
+        elif rose:
             j.add(_unless_healthy(w, name), f"{label} rose past its usual range: {said}")
             if climb.verdict:
                 j.add(1, f"and climbed through the incident window: {climb.why}")
@@ -445,12 +475,8 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
         j.missing.append("requests running")
     elif j.score:
         recent = known(w.last(running, RECENT_S))
-        busiest = max(_hourly(w.reference(running), _median), default=None)
-        if recent and busiest is not None and _median(recent) > busiest * LOAD_OVER_USUAL + 0.5:
-            j.evidence_against.append(
-                f"requests running rose above the busiest hour before ({_median(recent):.1f} "
-                f"against {busiest:.1f}): more callers, not longer context"
-            )
+        if busier:
+            j.evidence_against.append(f"{busier}: more callers, not longer context")
         elif recent and (w.failure or j.score >= NOTE_IS_EVIDENCE):
             # The same load confirms a creep; beside notes alone, with nothing failed, it
             # would make a verdict out of a healthy day's drift.

@@ -499,6 +499,36 @@ def test_a_high_water_climbing_all_day_while_the_prompts_kept_their_length_is_a_
     assert any("rises by nature" in e for e in creep["evidence_for"]), creep
 
 
+def test_a_high_water_raised_by_more_callers_is_not_a_creep(tmp_path):
+    """A retry storm in the last two hours: four times the requests running, a queue, and
+    a health check that timed out. llamacpp:n_tokens_max doubled (the longest of many more
+    requests), while the prompt and generated counters say each prompt kept its length."""
+    n = len(DAY)
+    storm = [i >= n - 24 for i in range(n)]
+    generated = [5000.0 * i for i in range(n)]
+    b = history(
+        base(trigger=("healthcheck", "gateway", "no answer within 120 s")),
+        {
+            "context_high_water": plain(
+                "llamacpp:n_tokens_max", [8000.0 if s else 4000.0 for s in storm]
+            ),
+            "tokens_generated": plain("llamacpp:tokens_predicted_total", generated),
+            "tokens_prompt": plain("llamacpp:prompt_tokens_total", [6.0 * g for g in generated]),
+            "requests_running": plain(
+                "llamacpp:requests_processing", [8.0 if s else 2.0 for s in storm]
+            ),
+            "requests_waiting": plain(
+                "llamacpp:requests_deferred", [20.0 if s else 0.0 for s in storm]
+            ),
+        },
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "concurrency-overload", scores(result)
+    creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+    assert creep["score"] < 3, creep
+    assert any("more of them, each as long" in e for e in creep["evidence_for"]), creep
+
+
 def test_a_stall_beside_a_service_that_failed_outright_yields_to_what_filled_memory(tmp_path):
     """The leak's card filled the machine, which stalled; the engine then aborted on an
     allocation failure. The stall came with the leak: it is how it ended, not why."""
