@@ -1972,6 +1972,9 @@ def memory_pressure_stall(f: Facts) -> Judgement:
         sustained = shapes.sustained(f.series["psi_some"], above=PSI_SOME_HIGH, min_fraction=0.5)
         if sustained.verdict:
             j.add(1, f"the stall lasted: {sustained.why}")
+        if failure and failure.timed_out and not _recent_kills(f):
+            # A stall's own way of failing: everything slows, nothing is killed.
+            j.add(1, f"{failure.what} timed out while tasks stalled, and nothing was killed")
     full = _values(f, "psi_full")
     if full and max(full) >= PSI_FULL_HIGH:
         j.add(1, f"all tasks stalled together {max(full):.0f}% of the time (PSI full avg10)")

@@ -685,6 +685,26 @@ def test_callers_giving_up_on_a_machine_stalled_on_memory_is_no_queue(tmp_path):
     assert queue["score"] == 0, queue
 
 
+def test_a_check_that_timed_out_on_a_stalled_machine_with_nothing_killed_is_the_stalls(
+    tmp_path,
+):
+    result = verdict(tmp_path, _notebook_outgrew_ram())
+    stall = result["candidates"][0]
+    assert stall["fault"] == "memory-pressure-stall", scores(result)
+    assert any("timed out while tasks stalled, and nothing was killed" in e
+               for e in stall["evidence_for"]), stall  # fmt: skip
+
+
+def test_a_stall_that_ended_in_a_kill_has_no_timeout_of_its_own(tmp_path):
+    kill = (
+        "Out of memory: Killed process 4321 (python3) total-vm:66093824kB, "
+        "anon-rss:60124kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:692kB oom_score_adj:0"
+    )
+    result = verdict(tmp_path, _stalled(kill, 10 * 60))
+    stall = next(c for c in result["candidates"] if c["fault"] == "memory-pressure-stall")
+    assert not any("timed out while tasks stalled" in e for e in stall["evidence_for"]), stall
+
+
 def test_models_loaded_into_a_shared_pool_on_a_healthy_day_are_no_leak(tmp_path):
     """A Strix Halo on a healthy day: llama-swap swapped a 10 GiB model in, then the
     28 GiB one back. The host's floors rose 28 GiB over two stretches, none of them one
