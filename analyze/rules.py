@@ -648,22 +648,21 @@ def _slow_answers(f: Facts) -> str | None:
 def _gave_up(f: Facts) -> str | None:
     """Without a queue metric, llama-server's log still says when callers stopped waiting:
     a share of its last requests cancelled before their answer while it kept answering
-    the others, and a check timed out. Requests waited their turn, unless the machine
-    stalled on memory (then every answer crawled)."""
+    the others, before a failure. Requests waited their turn, unless the machine stalled
+    on memory (then every answer crawled)."""
     cancelled = len(f.lines.get("request-cancelled", []))
     done = f.lines.get("request-done", [])
     # Older builds log a request twice (its slot's release and its access line).
     released = [line for line in done if "stop processing" in line] or done
-    timed_out = any(c["status"] == "timeout" for c in f.checks)
     total = cancelled + len(released)
-    if not timed_out or cancelled < GAVE_UP_LINES or cancelled < GAVE_UP_SHARE * total:
+    if not _window(f).failure or cancelled < GAVE_UP_LINES or cancelled < GAVE_UP_SHARE * total:
         return None
     if len(released) < PROGRESS_LINES or _stalled(f):
         return None
     return (
         f"{cancelled} of the last {total} requests in the engine's log were cancelled by "
-        "their callers before an answer, while it kept answering the rest and a check "
-        "timed out: requests waited their turn"
+        "their callers before an answer, while it kept answering the rest: requests "
+        "waited their turn"
     )
 
 

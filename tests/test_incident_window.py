@@ -645,11 +645,12 @@ def test_a_notebook_that_outgrew_ram_beside_an_idle_engine_is_a_stall(tmp_path):
     assert any("nothing was killed" in e for e in by_fault["host-exhaustion"]["evidence_for"])
 
 
-def _callers_gave_up(stall: float) -> Builder:
+def _callers_gave_up(stall: float, crashed: str | None = None) -> Builder:
     """A llama-server with two slots and no queue metric. Its log's last 18 requests: 12
     answered, 6 cancelled by their callers before an answer ("cancel task", a warning it
     prints when the client disconnects); the gateway's completion check timed out while
-    the server's own /health answered. Memory stalled `stall` % of the time."""
+    the server's own /health answered. Memory stalled `stall` % of the time. Or, where
+    the server `crashed` with that line at the end of its log, both checks failed."""
     lines = []
     for k in range(12):
         task = 100 + 3 * k
@@ -669,14 +670,26 @@ def _callers_gave_up(stall: float) -> Builder:
          "reason": "no answer within 120 s", "answer": {}},
         {"name": "llama-server", "kind": "http", "ok": True, "status": "ok", "reason": None,
          "answer": {"http_status": 200}},
+    ] if crashed is None else [
+        {"name": "gateway", "kind": "completion", "ok": False, "status": "error",
+         "reason": "HTTP 502", "answer": {}},
+        {"name": "llama-server", "kind": "http", "ok": False, "status": "error",
+         "reason": "connection refused", "answer": {}},
     ])  # fmt: skip
-    return b.logs(lines, name="llama-server")
+    return b.logs(lines + ([crashed] if crashed else []), name="llama-server")
 
 
 def test_callers_giving_up_while_the_engine_answered_is_a_queue(tmp_path):
     result = verdict(tmp_path, _callers_gave_up(stall=0.0))
     assert result["verdict"] == "concurrency-overload", scores(result)
     assert "6 of the last 18 requests" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_callers_giving_up_before_the_engine_ran_out_is_a_queue(tmp_path):
+    """The same log, ended by the card running out while the queue stood."""
+    result = verdict(tmp_path, _callers_gave_up(0.0, "CUDA error: out of memory"))
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    assert any("cancelled by their callers" in e for e in queue["evidence_for"]), queue
 
 
 def test_callers_giving_up_on_a_machine_stalled_on_memory_is_no_queue(tmp_path):
