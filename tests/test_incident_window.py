@@ -440,6 +440,13 @@ def test_an_hour_long_climb_hours_before_the_window_is_no_model_loaded(tmp_path)
     assert snu["score"] < 3 and not any("stayed until" in e for e in snu["evidence_for"]), snu
 
 
+# The machine's OOM killer taking a small process, not an engine.
+MACHINE_KILL = (
+    "Out of memory: Killed process 4321 (python3) total-vm:66093824kB, "
+    "anon-rss:60124kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:692kB oom_score_adj:0"
+)
+
+
 def _stalled(kill: str, ago_s: float) -> Builder:
     """A machine stalled on memory at the capture, the kernel's OOM-kill counter one
     higher than three hours before, and one kill line in the kernel log."""
@@ -466,11 +473,7 @@ def test_a_kill_inside_another_groups_limit_does_not_make_a_stall_a_prelude(tmp_
 
 
 def test_a_stall_that_ended_in_the_machines_oom_kill_was_its_prelude(tmp_path):
-    kill = (
-        "Out of memory: Killed process 4321 (python3) total-vm:66093824kB, "
-        "anon-rss:60124kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:692kB oom_score_adj:0"
-    )
-    result = verdict(tmp_path, _stalled(kill, 100 * 60))
+    result = verdict(tmp_path, _stalled(MACHINE_KILL, 100 * 60))
     stall = next(c for c in result["candidates"] if c["fault"] == "memory-pressure-stall")
     assert any("prelude" in e for e in stall["evidence_against"]), stall
 
@@ -709,11 +712,7 @@ def test_a_check_that_timed_out_on_a_stalled_machine_with_nothing_killed_is_the_
 
 
 def test_a_stall_that_ended_in_a_kill_has_no_timeout_of_its_own(tmp_path):
-    kill = (
-        "Out of memory: Killed process 4321 (python3) total-vm:66093824kB, "
-        "anon-rss:60124kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:692kB oom_score_adj:0"
-    )
-    result = verdict(tmp_path, _stalled(kill, 10 * 60))
+    result = verdict(tmp_path, _stalled(MACHINE_KILL, 10 * 60))
     stall = next(c for c in result["candidates"] if c["fault"] == "memory-pressure-stall")
     assert not any("timed out while tasks stalled" in e for e in stall["evidence_for"]), stall
 
