@@ -577,7 +577,7 @@ def _preempted(f: Facts, j: Judgement) -> None:
 def concurrency_overload(f: Facts) -> Judgement:
     j = Judgement()
     if not f.has("requests_waiting"):
-        queue = _queue_at_capture(f) or _queue_in_stats(f) or _slow_answers(f) or _gave_up(f)
+        queue = _queue_at_capture(f) or _queue_in_stats(f) or _waited_in_log(f)
         if queue and not _window(f).failure:
             # Minutes of an engine's log with nothing failed: a busy spell, worth a note.
             # A queue through an incident needs the incident, or hours of readings.
@@ -643,6 +643,12 @@ def _slow_answers(f: Facts) -> str | None:
         f"the log's last {len(took)} answers took {_median(took):.0f} s each (median) while "
         "a check timed out: requests waited their turn"
     )
+
+
+def _waited_in_log(f: Facts) -> str | None:
+    """The engine's log says requests waited their turn: answers that took minutes, or
+    callers that gave up before theirs."""
+    return _slow_answers(f) or _gave_up(f)
 
 
 def _gave_up(f: Facts) -> str | None:
@@ -1005,6 +1011,9 @@ def _one_step(
     then, or nothing says the engine's own memory ran out, or the jump is the size of a
     model and came at once (a leak's remainders of one busy spell pile up over its
     hours)."""
+    # A swap and back inside the run is no jump: the climb back is where it was before.
+    # (The first and last floors stay, so the rise is the run's.)
+    floors = _without_returned_dips(floors)
     levels = [v for _, v in floors]
     if name == "memory_used" and _history(f, "accelerator_used"):
         # On a shared pool what is loaded into the card shows in the host's line too. The
@@ -1020,9 +1029,6 @@ def _one_step(
                     f"the accelerator's floor rose {_gib(rose)} of it, without a ratchet: "
                     "models loaded into the shared pool"
                 )
-    # A swap and back inside the run is no jump: the climb back is where it was before.
-    floors = _without_returned_dips(floors)
-    levels = [v for _, v in floors]
     jumps = [b - a for a, b in zip(levels, levels[1:], strict=False)]
     big = max(range(len(jumps)), key=jumps.__getitem__)
     if jumps[big] <= LEAK_ONE_JUMP * (levels[-1] - levels[0]):
@@ -2428,7 +2434,7 @@ def _queued_at_capture(f: Facts) -> str | None:
         return f"{max(waiting):.0f} requests waited in the minutes before"
     if f.stats and f.stats[-1].waiting > 0:
         return f"{f.stats[-1].waiting} requests waited in the engine's last stats line"
-    return _slow_answers(f) or _gave_up(f)
+    return _waited_in_log(f)
 
 
 def _answer(check: dict[str, Any]) -> dict[str, Any]:
