@@ -603,7 +603,7 @@ def concurrency_overload(f: Facts) -> Judgement:
         else:
             j.evidence_against.append("nothing ever waited for a slot")
     running = _values(f, "requests_running")
-    if running and max(running) > 1 and j.score:
+    if running and max(running) > 1 and j.score >= NOTE_IS_EVIDENCE:
         w = _window(f)
         recent = known(w.last(f.series["requests_running"], RECENT_S))
         ceiling = max(known(w.upto(f.series["requests_running"])), default=0)
@@ -748,6 +748,11 @@ def _queue_in_window(f: Facts, j: Judgement) -> None:
         )
     elif share >= need and (share >= usual + over or deeper):
         peak = max(known(recent))
+        if not w.failure and f.bundle["trigger_kind"] == "cron":
+            # A routine snapshot of a box where nothing failed: a batch queues by design,
+            # and a day's look-back need not hold its last run. Worth a note, not a fault.
+            j.add(2, f"requests waited for a slot: {said} (up to {peak:.0f}); nothing failed")
+            return
         j.add(3, f"requests waited for a slot through the incident: {said} (up to {peak:.0f})")
     elif w.failure and w.failure.timed_out and share >= QUEUE_SHARE_TIMED_OUT and depth >= 1:
         # The machine queues in its busy hours too, but this time an answer did not come

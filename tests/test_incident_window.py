@@ -134,6 +134,36 @@ def test_a_queue_all_day_on_a_box_where_nothing_failed_is_how_it_runs(tmp_path):
     assert any("this machine's normal" in e for e in queue["evidence_against"])
 
 
+def _nightly_batch(trigger: tuple[str, ...]) -> Builder:
+    """vLLM idle all day; three hours before the capture a batch submitted hundreds of
+    requests at once, far more than its 12 slots. The look-back does not reach last
+    night's run, so nothing earlier in it queued."""
+    n = len(DAY)
+    batch = range(n - 36, n)
+    waiting = [400.0 if i in batch else 0.0 for i in range(n)]
+    running = [12.0 if i in batch else 0.0 for i in range(n)]
+    return base(trigger=trigger).prometheus(
+        {
+            "host_memory_available": available(healthy_bursts()),
+            "requests_running": list(zip(DAY, running, strict=True)),
+            "requests_waiting": list(zip(DAY, waiting, strict=True)),
+        }
+    )
+
+
+def test_a_nightly_batch_queueing_on_a_routine_snapshot_is_a_note(tmp_path):
+    result = verdict(tmp_path, _nightly_batch(("cron", "baseline")))
+    assert result["verdict"] == "no-fault", scores(result)
+    assert any("requests waited for a slot" in n and "nothing failed" in n
+               for n in result["findings"]), result["findings"]  # fmt: skip
+
+
+def test_the_same_batch_behind_a_check_that_timed_out_is_overload(tmp_path):
+    result = verdict(tmp_path, _nightly_batch(("healthcheck", "gateway", "no answer within 60 s")))
+    assert result["verdict"] == "concurrency-overload", scores(result)
+    assert "through the incident" in result["candidates"][0]["evidence_for"][0]
+
+
 def test_a_second_engine_started_beside_the_first_then_the_kill_is_a_model_kept(tmp_path):
     """SGLang holds most of a GB10's pool all day; a llama-server for a second model came up
     two hours before the failure beside it. The full pool let the line rise only 5 GiB (less
