@@ -962,7 +962,13 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
         if climbed:
             j.add(3, climbed)
             return
-        if pool and abs(levels[-1] - levels[0]) < LEAK_SHARE * pool:
+        low = levels.index(min(levels))
+        if levels[-1] - levels[low] >= least and levels[-1] <= max(levels[: low + 1]):
+            j.evidence_against.append(
+                f"the {label} floor climbed back from {_gib(levels[low])} to where it was "
+                f"before ({said}): a reload, not a leak"
+            )
+        elif pool and abs(levels[-1] - levels[0]) < LEAK_SHARE * pool:
             j.evidence_against.append(f"the {label} floor is flat between bursts: {said}")
         else:
             j.evidence_against.append(f"the {label} floor did not ratchet: {said}")
@@ -1165,6 +1171,8 @@ def _ratchet_run(
         room = pool - run[0] if pool is not None else math.inf
         if rise < min(least, HEADROOM_EATEN * room):
             continue
+        if run[-1] <= max(levels[:k], default=-math.inf) + FLOOR_NOISE * rise:
+            continue  # climbed back to where the floor already was: a reload, not a leak
         # A run that began above the ceiling (a box full all day) is read as it is.
         cap = ceiling if run[0] < ceiling else math.inf
         steps = [(a, b) for a, b in zip(run, run[1:], strict=False) if min(a, b) < cap]

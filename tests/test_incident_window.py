@@ -619,6 +619,32 @@ def _floors(
     return noisy(out, noise) if noise else out
 
 
+def _reloaded_to_where_it_was() -> Builder:
+    """A household's Ollama box: 12.7 GiB in use through the small hours, its model
+    unloaded (4.3 GiB) in the morning, then each evening session loaded a little more
+    until the floor was back at 12.7 GiB at the capture; nothing failed."""
+    total = 32 * GIB
+    used = _floors([(0, 12.7 * GIB), (60, 4.3 * GIB), (120, 6.4 * GIB), (168, 8.5 * GIB),
+                    (216, 10.6 * GIB), (264, 12.7 * GIB)], 2 * GIB)  # fmt: skip
+    b = Builder("mac-1", AT, total=total, trigger=("cron", "baseline"))
+    b.memory([(t, 12.7 * GIB) for t in WINDOW]).pressure([(t, 0.0) for t in WINDOW])
+    b.processes([{"pid": 100, "name": "ollama", "rss_bytes": 8 * GIB}]).host().kernel([])
+    return history(
+        b.logs([]),
+        {"host_memory_available": plain("node_memory_MemAvailable_bytes",
+                                        [total - u for u in used])},
+    )  # fmt: skip
+
+
+def test_a_floor_that_climbed_back_to_where_it_was_that_morning_is_no_leak(tmp_path):
+    result = verdict(tmp_path, _reloaded_to_where_it_was())
+    assert result["verdict"] == "no-fault", scores(result)
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert leak["score"] == 0, leak
+    assert any("climbed back from 4.2 GiB to where it was" in e
+               for e in leak["evidence_against"]), leak  # fmt: skip
+
+
 def test_a_box_full_all_day_whose_engine_ate_the_last_room_is_a_leak(tmp_path):
     """120 of 128 GiB in use all day; in the last six hours the engine's floor rose 5.5 GiB
     after busy spells (4 % of the machine, but most of the room left) and the kernel took
