@@ -79,6 +79,8 @@ STATS_QUEUE_SHARE = 0.5  # an engine's stats lines: waiting in half of them is a
 STATS_UNFAILED = 6  # ... and, with nothing failed, only over a minute of them
 SLOT_NEARLY_FULL = 0.8  # prompts this share of a slot's context are as long as they get
 KV_ROOM = 0.5  # a cache never past half full in the hour before had room: no creep
+CACHE_FULL = 0.9  # a KV cache this full admits nobody more, however many slots are free
+CACHE_PER_REQUEST = 0.25  # ... held by so few that each running request had a quarter of it
 HIGH_WATER_LOOK_S = 6 * 3600.0  # a creep starts one to six hours before the failure
 PREEMPT_OVER_USUAL = 3.0  # three times the worst hour's preemptions: the cache ran out
 NOTE_IS_EVIDENCE = 3  # points of a distinguishing observation (classify.MIN_SCORE)
@@ -272,8 +274,29 @@ def _creep_in_stats(f: Facts, j: Judgement) -> None:
     fullest = max(r.cache or 0.0 for r in f.stats)
     if last > CREEP_OVER_USUAL * first and fullest >= KV_ROOM:
         j.add(3 if _window(f).failure else 1, said)
+    elif (bound := _cache_bound(f)) and _window(f).failure:
+        j.add(3, f"{bound}; {said}")
     else:
         j.evidence_against.append(said)
+
+
+def _cache_bound(f: Facts) -> str | None:
+    """The engine's stats lines say what held the queue: where requests waited, the KV
+    cache was full and a handful of running requests held all of it. vLLM and SGLang admit
+    a request when its cache fits, not when a slot frees: one long context keeps everyone
+    else waiting, and more slots would not have let one more in."""
+    queued = [r for r in f.stats if r.waiting > 0 and r.running and r.cache is not None]
+    if len(queued) < STATS_QUEUE_SHARE * len(f.stats) or len(queued) < PROGRESS_LINES:
+        return None
+    used = _median([r.cache or 0.0 for r in queued])
+    each = _median([(r.cache or 0.0) / r.running for r in queued])
+    if used < CACHE_FULL or each < CACHE_PER_REQUEST:
+        return None
+    return (
+        f"requests waited behind a full KV cache in {len(queued)} of the engine's last "
+        f"{len(f.stats)} stats lines: {used:.0%} used by {used / each:.0f} running: the "
+        "contexts held the cache, not more callers than slots"
+    )
 
 
 def _thirds(values: list[float]) -> tuple[float, float]:
@@ -585,6 +608,8 @@ def concurrency_overload(f: Facts) -> Judgement:
             return j
         if queue:
             j.add(3, queue)
+        elif bound := _cache_bound(f):
+            j.evidence_against.append(bound)
         else:
             j.missing.append(
                 "requests waiting (llamacpp:requests_deferred, "
@@ -678,6 +703,8 @@ def _queue_in_stats(f: Facts) -> str | None:
     lines = f.stats
     if not lines or (not _window(f).failure and len(lines) < STATS_UNFAILED):
         return None
+    if _cache_bound(f):
+        return None  # the cache, not the slots, kept them waiting (context-creep reads it)
     ceiling = max(r.running for r in lines)
     full = [r for r in lines if r.waiting > 0 and r.running >= 0.9 * ceiling and r.running]
     if len(full) < STATS_QUEUE_SHARE * len(lines):

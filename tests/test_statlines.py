@@ -85,6 +85,28 @@ def test_the_cache_per_request_rising_in_the_stats_lines_is_creep(tmp_path):
     assert result["verdict"] == "context-creep", scores(result)
 
 
+def test_a_queue_behind_a_full_cache_held_by_one_request_is_the_context(tmp_path):
+    """vLLM admits a request when its cache fits: one running request held 99 % of the
+    KV cache while a dozen waited and the check timed out. More slots would not have let
+    one more in; the context is what filled it."""
+    lines = [V1.format(s=i, r=1, w=9 + i % 4, kv="99.1") for i in range(12)]
+    b = base(trigger=("healthcheck", "gateway", "no answer within 60 s")).logs(lines)
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "context-creep", scores(result)
+    assert "waited behind a full KV cache" in result["candidates"][0]["evidence_for"][0]
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    assert any("not more callers than slots" in e for e in queue["evidence_against"]), queue
+
+
+def test_a_full_cache_shared_by_many_running_requests_is_still_overload(tmp_path):
+    """The look-alike: the same full cache and the same queue, shared by 24 requests
+    running at once: more callers than the engine can hold."""
+    lines = [V1.format(s=i, r=24, w=9 + i % 4, kv="99.1") for i in range(12)]
+    b = base(trigger=("healthcheck", "gateway", "no answer within 60 s")).logs(lines)
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "concurrency-overload", scores(result)
+
+
 LLAMA = (
     "slot update_slots: id  0 | task {k} | new prompt, n_ctx_slot = 16384, n_keep = 0, {key} = {n}"
 )
