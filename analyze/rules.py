@@ -465,9 +465,11 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
         steady = shapes.climb(measure)
         grew = _high_water_grew(w, series) if name == "context_high_water" else None
         rose = now > before * CREEP_OVER_USUAL and now - before > 1e-9
-        if rose and name == "context_high_water" and busier and prompts is False:
+        if rose and busier and prompts is False and (name == "context_high_water" or not w.failure):
             # A high-water is the longest of the requests seen: more of them reach further
             # though each is as long as before (the prompts, read directly, did not grow).
+            # With nothing failed the cache per request reads the same way: a batch's
+            # sequences share the cache otherwise than a chat's, each prompt as long.
             j.add(
                 1,
                 f"{label} rose past its usual range ({said}), though the prompts kept "

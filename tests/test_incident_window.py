@@ -164,6 +164,37 @@ def test_the_same_batch_behind_a_check_that_timed_out_is_overload(tmp_path):
     assert "through the incident" in result["candidates"][0]["evidence_for"][0]
 
 
+def _batch_sharing_the_cache(trigger: tuple[str, ...]) -> Builder:
+    """vLLM serving one chat all day; the last three hours a batch ran 19 sequences at
+    once. Each held a little more cache than the chat's (4 % against 2.8 %), but every
+    hour sent six prompt tokens per generated token, the batch's as the chat's."""
+    n = len(DAY)
+    batch = [i >= n - 36 for i in range(n)]
+    running = [19.0 if b else 1.0 for b in batch]
+    cache = [19 * 0.04 if b else 0.028 for b in batch]
+    generated, total = [], 0.0
+    for b in batch:
+        total += 1600.0 if b else 100.0  # tokens per five minutes
+        generated.append(total)
+    return base(trigger=trigger).prometheus(
+        {
+            "host_memory_available": available(healthy_bursts()),
+            "requests_running": list(zip(DAY, running, strict=True)),
+            "requests_waiting": [(t, 0.0) for t in DAY],
+            "kv_cache_usage": list(zip(DAY, cache, strict=True)),
+            "tokens_generated": list(zip(DAY, generated, strict=True)),
+            "tokens_prompt": [(t, 6 * g) for t, g in zip(DAY, generated, strict=True)],
+        }
+    )
+
+
+def test_more_sequences_each_as_long_with_nothing_failed_is_no_creep(tmp_path):
+    result = verdict(tmp_path, _batch_sharing_the_cache(("manual", None)))
+    assert result["verdict"] == "no-fault", scores(result)
+    creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+    assert any("more of them, each as long" in e for e in creep["evidence_for"]), creep
+
+
 def test_a_second_engine_started_beside_the_first_then_the_kill_is_a_model_kept(tmp_path):
     """SGLang holds most of a GB10's pool all day; a llama-server for a second model came up
     two hours before the failure beside it. The full pool let the line rise only 5 GiB (less
