@@ -1531,7 +1531,8 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
                 f"{_gib(pool)}: {step.why}"
             )
             continue
-        took = _rise_time(series, step)
+        began, reached = _rise(series, step)
+        took = reached - began
         if took > LOAD_TAKES_S:
             # A model loads within the hour; a level reached over hours is a climb (a leak, a
             # growing cache) that a split into two levels only approximates.
@@ -1543,10 +1544,12 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
         # A server that came up while none went down: a model added, not one swapped for
         # another (a hand-over replaces the memory, it does not step it up).
         fell_at = [t for t in (fell(series) for series in f.targets.values()) if t is not None]
+        # A model loads and its cache fills over a ramp: a server that came up anywhere on
+        # it, or within COINCIDE_S of it, came with the step.
         with_server = [
             (t, target)
             for t, target in came_up
-            if abs(t - (step.t_change or 0)) <= COINCIDE_S
+            if began - COINCIDE_S <= t <= reached + COINCIDE_S
             and not any(abs(t - down) <= COINCIDE_S for down in fell_at)
         ]
         holders = [p for p in f.gpu_processes if (p["used_bytes"] or 0) >= SQUAT_GPU_BYTES]
@@ -1653,13 +1656,21 @@ def _up_through(series: shapes.Series, start: float, end: float) -> bool:
 def _rise_time(series: shapes.Series, step: shapes.Step) -> float:
     """Seconds the series took to go from a tenth of the step above the old level to a
     tenth below the new one, around the step's time."""
+    began, ended = _rise(series, step)
+    return ended - began
+
+
+def _rise(series: shapes.Series, step: shapes.Step) -> tuple[float, float]:
+    """When the series left the old level (its last reading within a tenth of the step
+    of it) and reached the new one, around the step's time; the step's time for both
+    where either is not seen."""
     before, size, at = step.before or 0.0, step.size or 0.0, step.t_change or 0.0
     pts = [(t, v) for t, v in series if v is not None]
     low = [t for t, v in pts if t <= at and v <= before + 0.1 * size]
     high = [t for t, v in pts if t >= at and v >= before + 0.9 * size]
     if not low or not high:
-        return 0.0
-    return max(0.0, high[0] - low[-1])
+        return at, at
+    return low[-1], max(low[-1], high[0])
 
 
 def _servers_started(f: Facts) -> list[tuple[float, str]]:

@@ -895,6 +895,34 @@ def test_a_card_that_stepped_then_sat_flat_before_its_allocation_failure_is_no_l
     assert not any("climbed through the hours" in e for e in leak["evidence_for"]), leak
 
 
+def _second_model_ramping() -> Builder:
+    """A 24 GiB card: vLLM holds 12.7 GiB all day. Two hours before the failure a second
+    model's memory ramps up 10.5 GiB over 70 minutes (its weights, then its cache), and its
+    llama-server is first scraped up as the ramp tops out, an hour after it began."""
+    n = len(DAY)
+    ramp = n - 26
+    card = [12.7 * GIB + 10.5 * GIB * min(1.0, max(0, i - ramp) / 14) for i in range(n)]
+    return history(
+        base(trigger=("healthcheck", "gateway", "HTTP 502")),
+        {
+            "targets_up": [
+                up("gateway", [1.0] * n),
+                seen("vllm", 8000, [1.0] * n),
+                seen("llama-server", 5803, [None] * (ramp + 12) + [1.0] * (n - ramp - 12)),
+            ],
+            "accelerator_memory_used": _series("dcgm", noisy(card, 0.02 * GIB)),
+            "accelerator_memory_total": _series("dcgm", [24 * GIB] * n),
+        },
+    )
+
+
+def test_a_server_that_came_up_on_the_ramp_of_a_step_came_with_it(tmp_path):
+    result = verdict(tmp_path, _second_model_ramping())
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+    said = result["candidates"][0]["evidence_for"][0]
+    assert "as llama-server/127.0.0.1:5803 came up" in said, said
+
+
 def _storm(trigger: tuple[str, ...]) -> Builder:
     """Four callers at most waited all day; a retry storm piled 335 up in the last ten
     minutes: too short for a share of the hour, far deeper than anything before."""
