@@ -1091,11 +1091,29 @@ def _one_step(
     # hours, is what one busy spell left behind.
     if jumps[big] < max(MODEL_SHARE * (pool or 0), MODEL_MIN_BYTES):
         return None
+    low, high = floors[big][0], floors[big + 1][0]
+    if _card_stayed(f, name, (low, low + LEAK_STRETCH_S), (high, high + LEAK_STRETCH_S)):
+        return None
     span = [p for p in _window(f).upto(f.series[name]) if start <= p[0] <= stop]
     step = shapes.step(span, fmt=_gib)
     if step.verdict and _rise_time(span, step) <= LOAD_TAKES_S:
         return f"{said}, the size of a model and at once: a step, not a ratchet"
     return None
+
+
+def _card_stayed(
+    f: Facts, name: str, before: tuple[float, float], after: tuple[float, float]
+) -> bool:
+    """The host's line moved between two spans while the card's, read beside it, stayed
+    where it was (its medians within a GiB): a model is loaded to be served from the card,
+    so what moved is the engine's own host memory, not a model."""
+    if name != "memory_used" or not _history(f, "accelerator_used"):
+        return False
+    card = _window(f).upto(f.series["accelerator_used"])
+    spans = [known([(t, v) for t, v in card if a <= t <= b]) for a, b in (before, after)]
+    if not all(spans):
+        return False
+    return abs(_median(spans[1]) - _median(spans[0])) < MODEL_MIN_BYTES
 
 
 def _engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None:
@@ -1533,6 +1551,12 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
             continue
         began, reached = _rise(series, step)
         took = reached - began
+        if _card_stayed(f, name, (began - HOUR_S, began), (reached, reached + HOUR_S)):
+            j.evidence_against.append(
+                f"the {label} stepped up {_gib(size)} while the accelerator's line stayed "
+                "where it was: the engine's own memory, not a model loaded to be served"
+            )
+            continue
         if took > LOAD_TAKES_S:
             # A model loads within the hour; a level reached over hours is a climb (a leak, a
             # growing cache) that a split into two levels only approximates.

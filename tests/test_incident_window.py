@@ -676,6 +676,39 @@ def test_a_floor_that_climbed_back_to_where_it_was_that_morning_is_no_leak(tmp_p
                for e in leak["evidence_against"]), leak  # fmt: skip
 
 
+def _host_jump_beside_a_flat_card() -> Builder:
+    """llama-server on a discrete 24 GiB card, the host at 68 GiB of 128 through the day.
+    One busy evening, five hours before the kill, its host memory jumped 46 GiB within
+    the hour and never came back, while the card's floor stayed at 16.5 GiB; the kernel
+    then took llama-server with nothing else holding much."""
+    n = len(DAY)
+    used = _floors([(0, 68 * GIB), (n - 64, 114 * GIB), (n - 12, 116 * GIB)], 3 * GIB)
+    kill = (
+        "Out of memory: Killed process 59724 (llama-server) total-vm:212391593kB, "
+        "anon-rss:89511768kB, file-rss:6707927kB, shmem-rss:0kB, UID:1000 pgtables:179143kB "
+        "oom_score_adj:0"
+    )
+    b = history(
+        base(trigger=("healthcheck", "gateway", "HTTP 502")),
+        {
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in used]
+            ),
+            "accelerator_memory_used": _series("dcgm", noisy([16.5 * GIB] * n, 0.05 * GIB)),
+            "accelerator_memory_total": _series("dcgm", [24 * GIB] * n),
+        },
+    )
+    return b.kernel([kill], ago_s=10 * 60)
+
+
+def test_a_host_jump_the_card_never_saw_is_the_engines_own_memory(tmp_path):
+    result = verdict(tmp_path, _host_jump_beside_a_flat_card())
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    leak = result["candidates"][0]
+    assert "floor rose in the quiet hours" in leak["evidence_for"][0], leak
+    assert not any("a step, not a ratchet" in e for e in leak["evidence_against"]), leak
+
+
 def test_a_box_full_all_day_whose_engine_ate_the_last_room_is_a_leak(tmp_path):
     """120 of 128 GiB in use all day; in the last six hours the engine's floor rose 5.5 GiB
     after busy spells (4 % of the machine, but most of the room left) and the kernel took
