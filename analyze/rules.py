@@ -115,6 +115,7 @@ FLOOR_NOISE = 0.1  # a floor moving under a tenth of the run's rise has neither 
 TIGHT_SHARE = 0.05  # under this share available, an idle holder keeps others out (a
 #                     GB10 holding its one model runs at 10% available, and is fine)
 CULPRIT_SHARE = 0.15  # another process holding this share of the machine is what grew
+HELD_ALL_DAY = 1 / 6  # ... unless earlier the machine had less than this share of it free
 WEDGED_MIN_S = 10.0  # progress readings this far apart (two engine samples) can show nothing moved
 OVERDUE_S = 120  # a model listed this long after its unload time did not unload
 LIVE_OUTRANKS_S = 600  # a kill this long before a live hang is its context, not its cause
@@ -1754,9 +1755,13 @@ def host_exhaustion(f: Facts) -> Judgement:
         if culprit:
             j.add(2, culprit)
         elif engine_kill(text):
+            name, most, _ = _largest_other(f)
             j.evidence_against.append(
-                "the victim was the engine and no other process held much: the engine's own "
-                "growth ran the machine out"
+                f"the victim was the engine and {name}, the largest other, is no culprit: "
+                f"{furniture}; the engine's own growth ran the machine out"
+                if (furniture := _held_all_day(f, most))
+                else "the victim was the engine and no other process held much: the engine's "
+                "own growth ran the machine out"
             )
     elif f.lines.get("unit-oom"):
         j.add(
@@ -1851,12 +1856,26 @@ def _culprit(f: Facts, kill: str) -> str | None:
     # (a build's compilers grow as a swarm, each one small).
     least = max(CULPRIT_SHARE * total, (named[1] or 0) if named else 0)
     name, most, group = _largest_other(f)
-    if not group or most < least:
+    if not group or most < least or _held_all_day(f, most):
         return None
     count = len(group)
     first = group[0]["pid"]
     who = f"{count} {name} processes hold" if count > 1 else f"pid {first} ({name}) holds"
     return f"{who} {_gib(most)}, more than the engine that was killed: not an engine"
+
+
+def _held_all_day(f: Facts, held: float) -> str | None:
+    """Why a process holding `held` is the machine's furniture, not what ran it out: earlier
+    in the day the machine usually had less than a sixth of that free (the median of the
+    reference hours: a growth that began in them leaves the rest), so it already held
+    most of it then (a VM, a vector store). What grew tonight is something else."""
+    room = known(_window(f).reference(f.series.get("available", [])))
+    if not room or _median(room) >= HELD_ALL_DAY * held:
+        return None
+    return (
+        f"earlier in the day {_gib(_median(room))} was usually free: it held its "
+        f"{_gib(held)} then too"
+    )
 
 
 def _largest_other(f: Facts) -> tuple[str, float, list[dict[str, Any]]]:

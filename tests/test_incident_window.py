@@ -709,6 +709,45 @@ def test_a_host_jump_the_card_never_saw_is_the_engines_own_memory(tmp_path):
     assert not any("a step, not a ratchet" in e for e in leak["evidence_against"]), leak
 
 
+def _beside_a_vm(vm_from: int) -> Builder:
+    """A 128 GiB box: a VM of 30 GiB and llama-server, whose host memory climbs 3.5 GiB
+    over the last three hours until the kernel takes it. The VM came up at reading
+    `vm_from`: at the start of the day (4 GiB usually free beside it) or with the climb."""
+    n = len(DAY)
+    used = [
+        94 * GIB + (30 * GIB if i >= vm_from else 0.0) + 3.5 * GIB * max(0, i - (n - 36)) / 36
+        for i in range(n)
+    ]
+    kill = (
+        "Out of memory: Killed process 52769 (llama-server) total-vm:32413308kB, "
+        "anon-rss:8753634kB, file-rss:4519743kB, shmem-rss:0kB, UID:1000 pgtables:17627kB "
+        "oom_score_adj:500"
+    )
+    b = history(
+        base(trigger=("healthcheck", "gateway", "HTTP 502")),
+        {"host_memory_available": plain("node_memory_MemAvailable_bytes",
+                                        [TOTAL - u for u in noisy(used, 0.1 * GIB)])},
+    )  # fmt: skip
+    b.processes([{"pid": 736, "name": "qemu-system-x86", "rss_bytes": 30 * GIB}])
+    return b.kernel([kill], ago_s=8 * 60)
+
+
+def test_a_vm_that_held_its_share_all_day_is_not_what_ran_the_box_out(tmp_path):
+    result = verdict(tmp_path, _beside_a_vm(0))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    assert not any("qemu-system-x86) holds" in e for e in host["evidence_for"]), host
+    assert any("qemu-system-x86, the largest other, is no culprit" in e
+               for e in host["evidence_against"]), host  # fmt: skip
+
+
+def test_the_same_vm_started_with_the_climb_is_what_ran_the_box_out(tmp_path):
+    result = verdict(tmp_path, _beside_a_vm(len(DAY) - 36))
+    assert result["verdict"] == "host-exhaustion", scores(result)
+    host = result["candidates"][0]
+    assert any("pid 736 (qemu-system-x86) holds 30.0 GiB" in e for e in host["evidence_for"])
+
+
 def test_a_box_full_all_day_whose_engine_ate_the_last_room_is_a_leak(tmp_path):
     """120 of 128 GiB in use all day; in the last six hours the engine's floor rose 5.5 GiB
     after busy spells (4 % of the machine, but most of the room left) and the kernel took
