@@ -1095,11 +1095,24 @@ def _one_step(
     low, high = floors[big][0], floors[big + 1][0]
     if _card_stayed(f, name, (low, low + LEAK_STRETCH_S), (high, high + LEAK_STRETCH_S)):
         return None
+    if _one_model(f):
+        return None  # nothing here loads a second model: the jump is the engine's own
     span = [p for p in _window(f).upto(f.series[name]) if start <= p[0] <= stop]
     step = shapes.step(span, fmt=_gib)
     if step.verdict and _rise_time(span, step) <= LOAD_TAKES_S:
         return f"{said}, the size of a model and at once: a step, not a ratchet"
     return None
+
+
+def _one_model(f: Facts) -> bool:
+    """Nothing on this box loads a second model: no model manager (llama-swap, Ollama: they
+    load on demand, and a log's tail holds only the latest loads) and at most one engine's
+    server among the scrape targets and the engines read. A model is loaded by a server
+    starting or a manager; without either, the engine's memory is its own."""
+    if any(e["kind"] in ("llama-swap", "ollama") for e in f.engines):
+        return False
+    servers = {t for t in f.targets if is_service(t) and not is_gateway(t)}
+    return len(servers) <= 1 and len({e["kind"] for e in f.engines}) <= 1
 
 
 def _card_stayed(
@@ -1578,6 +1591,12 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
             and not any(abs(t - down) <= COINCIDE_S for down in fell_at)
         ]
         holders = [p for p in f.gpu_processes if (p["used_bytes"] or 0) >= SQUAT_GPU_BYTES]
+        if not with_server and _one_model(f):
+            j.evidence_against.append(
+                f"the {label} stepped up {_gib(size)}, but nothing here loads a second model "
+                "(no model manager, one engine's server): the engine's own memory"
+            )
+            continue
         if with_server and not w.failure and len(holders) < 2 and (f.engine_targets_up or 0) < 2:
             t, target = with_server[0]
             j.add(1, f"{label} stepped up {_gib(size)} as {target} came up: a model loaded")

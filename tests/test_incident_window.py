@@ -748,6 +748,45 @@ def test_the_same_vm_started_with_the_climb_is_what_ran_the_box_out(tmp_path):
     assert any("pid 736 (qemu-system-x86) holds 30.0 GiB" in e for e in host["evidence_for"])
 
 
+def _one_jump_to_the_kill(second_server: bool) -> Builder:
+    """vLLM alone on a 128 GiB shared-pool box: 60 GiB all day, then one busy spell five
+    hours before the kill left 30 GiB more that never came back, and the kernel took
+    VLLM::EngineCore with nothing else large. Or the same with a second engine's server
+    first scraped up at the jump."""
+    n = len(DAY)
+    used = _floors([(0, 60 * GIB), (n - 60, 90 * GIB), (n - 12, 92 * GIB)], 3 * GIB)
+    targets = [seen("vllm", 8000, [1.0] * n)]
+    if second_server:
+        targets.append(seen("llama-server", 5810, [None] * (n - 62) + [1.0] * 62))
+    kill = (
+        "Out of memory: Killed process 38705 (VLLM::EngineCor) total-vm:152538098kB, "
+        "anon-rss:42720873kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:85561kB"
+    )
+    b = history(
+        base(trigger=("healthcheck", "gateway", "HTTP 502")),
+        {
+            "targets_up": targets,
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in used]
+            ),
+        },
+    )
+    return b.kernel([kill], ago_s=3 * 60)
+
+
+def test_one_jump_where_nothing_loads_a_second_model_is_the_engines_own(tmp_path):
+    result = verdict(tmp_path, _one_jump_to_the_kill(second_server=False))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    leak = result["candidates"][0]
+    assert not any("a step, not a ratchet" in e for e in leak["evidence_against"]), leak
+
+
+def test_the_same_jump_as_a_second_server_came_up_is_a_step(tmp_path):
+    result = verdict(tmp_path, _one_jump_to_the_kill(second_server=True))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert any("as a server came up: a step" in e for e in leak["evidence_against"]), leak
+
+
 def test_a_box_full_all_day_whose_engine_ate_the_last_room_is_a_leak(tmp_path):
     """120 of 128 GiB in use all day; in the last six hours the engine's floor rose 5.5 GiB
     after busy spells (4 % of the machine, but most of the room left) and the kernel took
