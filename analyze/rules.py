@@ -115,7 +115,7 @@ FLOOR_NOISE = 0.1  # a floor moving under a tenth of the run's rise has neither 
 TIGHT_SHARE = 0.05  # under this share available, an idle holder keeps others out (a
 #                     GB10 holding its one model runs at 10% available, and is fine)
 CULPRIT_SHARE = 0.15  # another process holding this share of the machine is what grew
-HELD_ALL_DAY = 1 / 6  # ... unless earlier the machine had less than this share of it free
+HELD_ALL_DAY = 1 / 6  # ... unless earlier the machine never had this share of it free
 WEDGED_MIN_S = 10.0  # progress readings this far apart (two engine samples) can show nothing moved
 OVERDUE_S = 120  # a model listed this long after its unload time did not unload
 LIVE_OUTRANKS_S = 600  # a kill this long before a live hang is its context, not its cause
@@ -1884,17 +1884,14 @@ def _culprit(f: Facts, kill: str) -> str | None:
 
 
 def _held_all_day(f: Facts, held: float) -> str | None:
-    """Why a process holding `held` is the machine's furniture, not what ran it out: earlier
-    in the day the machine usually had less than a sixth of that free (the median of the
-    reference hours: a growth that began in them leaves the rest), so it already held
-    most of it then (a VM, a vector store). What grew tonight is something else."""
+    """Why a process holding `held` is the machine's furniture, not what ran it out: at
+    no time earlier in the day (the 95th percentile of the reference hours' available
+    memory) did the machine have a sixth of that free, so the process held most of it
+    then too (a VM, a vector store). What grew tonight is something else."""
     room = known(_window(f).reference(f.series.get("available", [])))
-    if not room or _median(room) >= HELD_ALL_DAY * held:
+    if not room or (most := shapes.quantile(room, 0.95)) >= HELD_ALL_DAY * held:
         return None
-    return (
-        f"earlier in the day {_gib(_median(room))} was usually free: it held its "
-        f"{_gib(held)} then too"
-    )
+    return f"earlier in the day at most {_gib(most)} was free: it held its {_gib(held)} then too"
 
 
 def _largest_other(f: Facts) -> tuple[str, float, list[dict[str, Any]]]:
