@@ -605,17 +605,22 @@ def test_a_stall_beside_a_service_that_failed_outright_yields_to_what_filled_mem
     assert any("how the failure ended" in e for e in stall["evidence_against"]), stall
 
 
-def _killed_after(used: list[float]) -> Builder:
-    kill = (
-        "Out of memory: Killed process 38705 (VLLM::EngineCor) total-vm:152538098kB, "
-        "anon-rss:42720873kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:85561kB"
-    )
+VLLM_KILL = (
+    "Out of memory: Killed process 38705 (VLLM::EngineCor) total-vm:152538098kB, "
+    "anon-rss:42720873kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:85561kB"
+)
+
+
+def _killed_after(used: list[float], kill: str = VLLM_KILL, **series: list[dict]) -> Builder:
+    """A failed check, the host's memory `used` through the day (and any other series by
+    query name), and the kernel's kill line three minutes before the capture."""
     b = history(
         base(trigger=("healthcheck", "gateway", "HTTP 502")),
         {
             "host_memory_available": plain(
                 "node_memory_MemAvailable_bytes", [TOTAL - u for u in used]
-            )
+            ),
+            **series,
         },
     )
     return b.kernel([kill], ago_s=3 * 60)
@@ -688,17 +693,12 @@ def _host_jump_beside_a_flat_card() -> Builder:
         "anon-rss:89511768kB, file-rss:6707927kB, shmem-rss:0kB, UID:1000 pgtables:179143kB "
         "oom_score_adj:0"
     )
-    b = history(
-        base(trigger=("healthcheck", "gateway", "HTTP 502")),
-        {
-            "host_memory_available": plain(
-                "node_memory_MemAvailable_bytes", [TOTAL - u for u in used]
-            ),
-            "accelerator_memory_used": _series("dcgm", noisy([16.5 * GIB] * n, 0.05 * GIB)),
-            "accelerator_memory_total": _series("dcgm", [24 * GIB] * n),
-        },
+    return _killed_after(
+        used,
+        kill,
+        accelerator_memory_used=_series("dcgm", noisy([16.5 * GIB] * n, 0.05 * GIB)),
+        accelerator_memory_total=_series("dcgm", [24 * GIB] * n),
     )
-    return b.kernel([kill], ago_s=10 * 60)
 
 
 def test_a_host_jump_the_card_never_saw_is_the_engines_own_memory(tmp_path):
@@ -723,13 +723,8 @@ def _beside_a_vm(vm_from: int) -> Builder:
         "anon-rss:8753634kB, file-rss:4519743kB, shmem-rss:0kB, UID:1000 pgtables:17627kB "
         "oom_score_adj:500"
     )
-    b = history(
-        base(trigger=("healthcheck", "gateway", "HTTP 502")),
-        {"host_memory_available": plain("node_memory_MemAvailable_bytes",
-                                        [TOTAL - u for u in noisy(used, 0.1 * GIB)])},
-    )  # fmt: skip
-    b.processes([{"pid": 736, "name": "qemu-system-x86", "rss_bytes": 30 * GIB}])
-    return b.kernel([kill], ago_s=8 * 60)
+    b = _killed_after(noisy(used, 0.1 * GIB), kill)
+    return b.processes([{"pid": 736, "name": "qemu-system-x86", "rss_bytes": 30 * GIB}])
 
 
 def test_a_vm_that_held_its_share_all_day_is_not_what_ran_the_box_out(tmp_path):
@@ -758,20 +753,7 @@ def _one_jump_to_the_kill(second_server: bool) -> Builder:
     targets = [seen("vllm", 8000, [1.0] * n)]
     if second_server:
         targets.append(seen("llama-server", 5810, [None] * (n - 62) + [1.0] * 62))
-    kill = (
-        "Out of memory: Killed process 38705 (VLLM::EngineCor) total-vm:152538098kB, "
-        "anon-rss:42720873kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:85561kB"
-    )
-    b = history(
-        base(trigger=("healthcheck", "gateway", "HTTP 502")),
-        {
-            "targets_up": targets,
-            "host_memory_available": plain(
-                "node_memory_MemAvailable_bytes", [TOTAL - u for u in used]
-            ),
-        },
-    )
-    return b.kernel([kill], ago_s=3 * 60)
+    return _killed_after(used, targets_up=targets)
 
 
 def test_one_jump_where_nothing_loads_a_second_model_is_the_engines_own(tmp_path):
