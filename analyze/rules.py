@@ -1591,6 +1591,14 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
             and not any(abs(t - down) <= COINCIDE_S for down in fell_at)
         ]
         holders = [p for p in f.gpu_processes if (p["used_bytes"] or 0) >= SQUAT_GPU_BYTES]
+        stood = _stood_there(series, began, step.after, max(MODEL_SHARE * pool, MODEL_MIN_BYTES))
+        if not with_server and stood:
+            j.evidence_against.append(
+                f"the {label} stepped up {_gib(size)} to where it stood for an hour earlier "
+                f"({_gib(stood[1])} {_at(f, stood[0])}): the model loaded on demand again, "
+                "not a second one"
+            )
+            continue
         if not with_server and _one_model(f):
             j.evidence_against.append(
                 f"the {label} stepped up {_gib(size)}, but nothing here loads a second model "
@@ -1646,6 +1654,26 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
             # No manager loads models here and no server came up: a shape, not a model.
             j.add(1, f"{label} stepped up {_gib(size)} and stayed: {step.why}")
         return
+
+
+def _stood_there(
+    series: shapes.Series, began: float, level: float | None, model: float
+) -> tuple[float, float] | None:
+    """When, before a step began, the line held the step's new level for an hour (an
+    hourly median within half a model of it, or above): a manager that loads its model on
+    demand and unloads it when idle steps to the same level every time. A second model
+    kept takes the line higher than a day of single loads did."""
+    if level is None:
+        return None
+    hours: dict[int, list[float]] = {}
+    for t, v in series:
+        if v is not None and t < began - HOUR_S:
+            hours.setdefault(int(t // HOUR_S), []).append(v)
+    held = [(k, _median(vs)) for k, vs in sorted(hours.items()) if len(vs) >= 3]
+    top = max(held, key=lambda kv: kv[1], default=None)
+    if top is None or top[1] < level - model / 2:
+        return None
+    return top[0] * HOUR_S, top[1]
 
 
 def _second_engine(f: Facts) -> str | None:

@@ -449,6 +449,41 @@ def test_a_step_beside_loads_that_kept_their_context_is_still_a_model_kept(tmp_p
     assert any("the size of a model" in e for e in snu["evidence_for"]), snu
 
 
+def _loaded_on_demand(last: float) -> Builder:
+    """Ollama loads its model when callers come and unloads it when idle: the card stood at
+    32 GiB through two spells of the day, 2 GiB between; an hour before the failed load it
+    stepped from 2 GiB to `last`."""
+    n = len(DAY)
+    spells = [range(70, 110), range(150, 200)]
+    card = [
+        (last if i >= n - 12 else 32 * GIB if any(i in s for s in spells) else 2 * GIB)
+        for i in range(n)
+    ]
+    b = history(
+        base(trigger=("healthcheck", "ollama", "HTTP 500")),
+        {
+            "accelerator_memory_used": _series("dcgm", card),
+            "accelerator_memory_total": _series("dcgm", [80.0 * GIB] * n),
+        },
+    )
+    ps = {"/api/ps": {"models": [], "loaded": [], "size_total": 0, "size_vram_total": 0}}
+    lines = [OLLAMA_LOAD.format(h=h, blob="dde5", ctx=8192) for h in (1, 2)]
+    return b.engines([engine("ollama", "ollama", readings=ps)]).logs([*lines, OLLAMA_FAILED])
+
+
+def test_a_step_back_to_where_the_model_stood_that_day_is_no_second_model(tmp_path):
+    result = verdict(tmp_path, _loaded_on_demand(32 * GIB))
+    assert result["verdict"] != "swap-not-unloaded", scores(result)
+    snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert any("loaded on demand again" in e for e in snu["evidence_against"]), snu
+
+
+def test_a_step_a_model_above_anything_that_day_is_a_model_kept(tmp_path):
+    result = verdict(tmp_path, _loaded_on_demand(52 * GIB))
+    snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert any("the size of a model" in e for e in snu["evidence_for"]), snu
+
+
 def test_a_load_that_ran_out_beside_a_runner_still_holding_another_model_is_a_model_kept(
     tmp_path,
 ):
