@@ -110,6 +110,7 @@ ENGINE_HELD = 0.5  # engines holding under half a rise another process holds did
 LEAK_MIN_RISES = 0.7  # most steps between successive floors go up
 LEAK_MOST_FALLS = 0.3  # ... or, where the pool ran out, few go down (a ratchet holds)
 RETURNED_DIP_STRETCHES = 2  # a swap to another model and back is over within hours
+CLIMB_READINGS = 6  # half-hourly bundles through the incident window: enough to see a climb
 LEAK_CLICKS = 2  # ... and clicked more than once: one rise is a step
 FLOOR_NOISE = 0.1  # a floor moving under a tenth of the run's rise has neither risen nor fallen
 TIGHT_SHARE = 0.05  # under this share available, an idle holder keeps others out (a
@@ -1139,10 +1140,12 @@ def _engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None
     if ended is None:
         return None
     levels = known(w.incident(f.series[name]))
-    quarter = len(levels) // 4
-    if quarter < 2:
+    if len(levels) < CLIMB_READINGS:
         return None
-    medians = [_median(levels[i * quarter : (i + 1) * quarter]) for i in range(4)]
+    # Quarters as even as the readings allow: the archive's half-hourly bundles give six
+    # readings in the three hours before, a scrape dozens.
+    cuts = [i * len(levels) // 4 for i in range(5)]
+    medians = [_median(levels[a:b]) for a, b in zip(cuts, cuts[1:], strict=False)]
     # Rising quarter on quarter without a pause, and not in one jump (a model loaded is a
     # step; a second model's cache filling after it leaves a flat quarter either side).
     rises = [b - a for a, b in zip(medians, medians[1:], strict=False)]

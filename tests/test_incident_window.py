@@ -305,6 +305,37 @@ def test_a_process_leaking_across_the_baselines_is_named_before_anything_fails(t
     assert "archive" in result["context"]["series"]["memory_used"]["origin"]
 
 
+def _climbed_in_the_baselines(used_gib: list[float]) -> list[Builder]:
+    """No Prometheus: the host's half-hourly cron bundles through the day, memory used 40
+    GiB of 64 until the last of them read `used_gib`, then the kernel killing vLLM's
+    engine three minutes before a failed check."""
+    total = 64 * GIB
+    readings = [40.0] * (48 - len(used_gib)) + used_gib
+    builders = []
+    for k, used in enumerate(readings):
+        at = AT - (48 - k) * 1800
+        b = Builder("box-9", at, total=total, trigger=("cron", "baseline"), window_s=0)
+        b.memory([(at, used * GIB)]).pressure([(at, 0.0)]).host().kernel([]).logs([])
+        builders.append(b.processes([{"pid": 300, "name": "sshd", "rss_bytes": GIB // 64}]))
+    now = Builder("box-9", AT, total=total, trigger=("healthcheck", "gateway", "HTTP 502"))
+    now.memory([(t, 12 * GIB) for t in WINDOW]).pressure([(t, 0.0) for t in WINDOW]).host()
+    now.kernel([VLLM_KILL], times=[AT - 180]).logs([])
+    return [*builders, now.processes([{"pid": 300, "name": "sshd", "rss_bytes": GIB // 64}])]
+
+
+def test_a_climb_the_half_hourly_baselines_saw_up_to_the_kill_is_a_leak(tmp_path):
+    result = verdict(tmp_path, *_climbed_in_the_baselines([44.0, 48.5, 52.0, 56.5, 60.0, 62.5]))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    leak = result["candidates"][0]
+    assert any("climbed through the hours before" in e for e in leak["evidence_for"]), leak
+
+
+def test_one_jump_in_the_half_hourly_baselines_before_the_kill_is_no_climb(tmp_path):
+    result = verdict(tmp_path, *_climbed_in_the_baselines([40.0, 40.5, 61.0, 61.5, 62.0, 62.5]))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert not any("climbed through the hours before" in e for e in leak["evidence_for"]), leak
+
+
 def test_a_kill_inside_another_cgroup_beside_healthy_engines_is_context(tmp_path):
     from lab.builder import engine
 
