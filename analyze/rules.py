@@ -1113,7 +1113,7 @@ def _one_model(f: Facts) -> bool:
     if any(e["kind"] in ("llama-swap", "ollama") for e in f.engines):
         return False
     servers = {t for t in f.targets if is_service(t) and not is_gateway(t)}
-    return len(servers) <= 1 and len({e["kind"] for e in f.engines}) <= 1
+    return len(servers) <= 1 and len({e["url"] or e["name"] for e in f.engines}) <= 1
 
 
 def _card_stayed(

@@ -835,6 +835,16 @@ def test_the_same_jump_as_a_second_server_came_up_is_a_step(tmp_path):
     assert any("as a server came up: a step" in e for e in leak["evidence_against"]), leak
 
 
+def test_the_same_jump_beside_two_servers_of_one_kind_is_a_step(tmp_path):
+    """Two vLLM servers configured side by side can each hold a model: one kind of engine
+    is not one model."""
+    b = _one_jump_to_the_kill(second_server=False)
+    b.engines([engine("vllm", "vllm", url=f"http://127.0.0.1:{port}") for port in (8000, 8001)])
+    result = verdict(tmp_path, b)
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert any("a step, not a ratchet" in e for e in leak["evidence_against"]), leak
+
+
 def test_a_box_full_all_day_whose_engine_ate_the_last_room_is_a_leak(tmp_path):
     """120 of 128 GiB in use all day; in the last six hours the engine's floor rose 5.5 GiB
     after busy spells (4 % of the machine, but most of the room left) and the kernel took
