@@ -793,6 +793,19 @@ def _queue_in_window(f: Facts, j: Judgement) -> None:
             f"requests waited for a slot when {w.failure.what}: {said}; a busy hour here "
             "queues too, this one timed out behind it",
         )
+    elif (
+        w.failure
+        and any(f.lines.get(tag) for tag in CARD_OOM_TAGS)
+        and share >= QUEUE_SHARE_TIMED_OUT
+        and depth >= 1
+    ):
+        # Each sequence running holds its cache and activations on the card: a busy hour
+        # queues here every day, and this time the card ran out under it.
+        j.add(
+            3,
+            f"requests waited for a slot when the engine's allocation failed: {said}; a "
+            "busy hour here queues too, this one ran the card out",
+        )
     elif w.failure and w.failure.timed_out and (burst := _burst(series, before, w.end)):
         # Callers piling in all at once (a retry storm, an agent loop) fill the queue in
         # minutes: too short for a share of the hour, far past anything earlier.

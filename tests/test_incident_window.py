@@ -1017,6 +1017,41 @@ def _card_ran_out(card: list[float], total: float = 24.0 * GIB) -> Builder:
     )
 
 
+def _ran_out_busy(last_hour_queued: int) -> Builder:
+    """llama-server's four slots full and three callers waiting through the office hours
+    every day; in the hour before its allocation failed, `last_hour_queued` of the twelve
+    readings had callers waiting. The card sat flat all day."""
+    n = len(DAY)
+    busy = [100 <= i < 200 or i >= n - 12 for i in range(n)]
+    queued = [100 <= i < 200 or i >= n - last_hour_queued for i in range(n)]
+    b = history(
+        base(trigger=("healthcheck", "gateway", "HTTP 502")),
+        {
+            "accelerator_memory_used": _series("dcgm", [20.0 * GIB] * n),
+            "accelerator_memory_total": _series("dcgm", [24.0 * GIB] * n),
+            "requests_running": plain(
+                "llamacpp:requests_processing", [4.0 if x else 1.0 for x in busy]
+            ),
+            "requests_waiting": plain(
+                "llamacpp:requests_deferred", [3.0 if q else 0.0 for q in queued]
+            ),
+        },
+    )
+    return b.logs(["CUDA error: out of memory"])
+
+
+def test_a_card_that_ran_out_under_the_usual_busy_hours_queue_is_overload(tmp_path):
+    result = verdict(tmp_path, _ran_out_busy(last_hour_queued=8))
+    assert result["verdict"] == "concurrency-overload", scores(result)
+    said = result["candidates"][0]["evidence_for"][0]
+    assert "when the engine's allocation failed" in said, said
+
+
+def test_a_card_that_ran_out_with_hardly_anyone_waiting_is_no_overload(tmp_path):
+    result = verdict(tmp_path, _ran_out_busy(last_hour_queued=1))
+    assert result["verdict"] != "concurrency-overload", scores(result)
+
+
 def test_a_card_climbing_without_a_pause_to_its_own_allocation_failure_is_a_leak(tmp_path):
     """The allocator leaked: flat at 16 GiB all day, then the last three hours climbed
     steadily to the card's size and an allocation failed. No cache metric climbed."""
