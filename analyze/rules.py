@@ -323,10 +323,10 @@ def _prompts_in_log(f: Facts, j: Judgement) -> None:
     )
     if last > CREEP_OVER_USUAL * first and last >= KV_ROOM * slot:
         j.add(3 if _window(f).failure else 1, said)
-    elif last >= SLOT_NEARLY_FULL * slot and _window(f).failure:
+    elif last >= SLOT_NEARLY_FULL * slot and (failure := _window(f).failure):
         # Long already, if not seen growing: each prompt fills the slot, and reading it
-        # takes the longest a prompt can.
-        j.add(2, f"{said}: the prompts nearly fill the slot")
+        # takes the longest a prompt can; an answer that did not come in time is that.
+        j.add(3 if failure.timed_out else 2, f"{said}: the prompts nearly fill the slot")
     else:
         j.evidence_against.append(said)
 

@@ -10,6 +10,7 @@ from test_classify import answered_while_timed_out, base, scores, verdict
 
 from analyze.statlines import Reading, loads, prompts, readings
 from analyze.tags import tags_of
+from lab.builder import Builder
 
 V1 = (
     "(APIServer pid=4242) INFO 11-29 02:41:{s:02d} [loggers.py:127] Engine 000: Avg prompt "
@@ -137,6 +138,25 @@ def test_short_prompts_of_a_steady_chat_are_not_creep(tmp_path):
     result = verdict(tmp_path, b)
     creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
     assert creep["score"] == 0, scores(result)
+
+
+def _full_slot_prompts(reason: str) -> Builder:
+    """Every prompt of the log's tail fills nearly all of its 16384-token slot, not seen
+    growing; the gateway's check failed for `reason`."""
+    sizes = [15500, 15900, 15300, 16000, 15700, 15600, 15800, 15400, 15900]
+    lines = [LLAMA.format(k=k, key="task.n_tokens", n=n) for k, n in enumerate(sizes)]
+    return base(trigger=("healthcheck", "gateway", reason)).logs(lines)
+
+
+def test_prompts_filling_the_slot_beside_a_check_that_timed_out_are_creep(tmp_path):
+    result = verdict(tmp_path, _full_slot_prompts("no answer within 60 s"))
+    assert result["verdict"] == "context-creep", scores(result)
+    assert "the prompts nearly fill the slot" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_the_same_prompts_beside_a_check_refused_are_not_enough(tmp_path):
+    result = verdict(tmp_path, _full_slot_prompts("HTTP 502"))
+    assert result["verdict"] != "context-creep", scores(result)
 
 
 # A real llama-server (b1-0c1e570, built here; tests/fixtures/engines/README.md) at its
