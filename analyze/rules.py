@@ -1573,7 +1573,8 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
         size = step.size or 0 if step else 0
         if step is None or size <= 0:
             continue
-        if size < max(MODEL_SHARE * pool, MODEL_MIN_BYTES):
+        model = max(MODEL_SHARE * pool, MODEL_MIN_BYTES)
+        if size < model:
             j.evidence_against.append(
                 f"the {label} step is {_gib(size)}, too small for a second model on "
                 f"{_gib(pool)}: {step.why}"
@@ -1607,13 +1608,19 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
             and not any(abs(t - down) <= COINCIDE_S for down in fell_at)
         ]
         holders = [p for p in f.gpu_processes if (p["used_bytes"] or 0) >= SQUAT_GPU_BYTES]
-        stood = _stood_there(series, began, step.after, max(MODEL_SHARE * pool, MODEL_MIN_BYTES))
+        stood = _stood_there(series, began, step.after, model)
         if not with_server and stood:
             j.evidence_against.append(
                 f"the {label} stepped up {_gib(size)} to where it stood for an hour earlier "
                 f"({_gib(stood[1])} {_at(f, stood[0])}): the model loaded on demand again, "
                 "not a second one"
             )
+            continue
+        climbed = not with_server and _engine_climbed(f, name, label, model)
+        if climbed:
+            # A split into two levels fits a climb too: quarter after quarter without a
+            # pause up to the engine running out is no model loaded at once.
+            j.evidence_against.append(f"the {label} step of {_gib(size)} is no load: {climbed}")
             continue
         if not with_server and _one_model(f):
             j.evidence_against.append(

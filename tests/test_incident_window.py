@@ -1064,6 +1064,22 @@ def test_a_card_climbing_without_a_pause_to_its_own_allocation_failure_is_a_leak
     assert "ended as accelerator-oom" in working
 
 
+def test_a_climb_under_a_model_manager_is_no_model_loaded(tmp_path):
+    """The same three hours' climb to the failed allocation, under llama-swap, which
+    could have loaded a second model: a split into two levels fits the climb, but it rose
+    quarter after quarter without a pause."""
+    n = len(DAY)
+    card = [16 * GIB + (7 * GIB * (i - (n - 36)) / 36 if i >= n - 36 else 0) for i in range(n)]
+    b = _card_ran_out(noisy(card, 0.05 * GIB))
+    b.engines(
+        [engine("llama-swap", "llama-swap", readings={"/running": {"models": [], "loaded": []}})]
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert any("is no load" in e for e in snu["evidence_against"]), snu
+
+
 def test_a_card_floor_that_clicked_twice_to_its_allocation_failure_is_a_leak(tmp_path):
     """Flat at 13 GiB all day; in the last four hours each busy spell left its floor higher
     (17.5, then 21 GiB) and held there through the quiet, until an allocation failed. Two
