@@ -1608,7 +1608,9 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
             and not any(abs(t - down) <= COINCIDE_S for down in fell_at)
         ]
         holders = [p for p in f.gpu_processes if (p["used_bytes"] or 0) >= SQUAT_GPU_BYTES]
-        stood = _stood_there(series, began, step.after, model)
+        # Only the card's line is the engines' alone: the host's earlier levels may be
+        # anything else's (a build, a browser).
+        stood = name == "accelerator_used" and _stood_there(series, began, step.after, model)
         if not with_server and stood:
             j.evidence_against.append(
                 f"the {label} stepped up {_gib(size)} to where it stood for an hour earlier "

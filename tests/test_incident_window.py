@@ -515,6 +515,23 @@ def test_a_step_a_model_above_anything_that_day_is_a_model_kept(tmp_path):
     assert any("the size of a model" in e for e in snu["evidence_for"]), snu
 
 
+def test_a_host_line_that_stood_there_earlier_may_have_held_anything_else(tmp_path):
+    """No card line: the host's memory stood at 60 GiB for a spell that morning (a build,
+    a browser: anything), and stepped there again an hour before Ollama's load failed. The
+    host's earlier level says nothing of a model."""
+    n = len(DAY)
+    used = [60 * GIB if 70 <= i < 110 or i >= n - 12 else 30 * GIB for i in range(n)]
+    ps = {"/api/ps": {"models": [], "loaded": [], "size_total": 0, "size_vram_total": 0}}
+    lines = [OLLAMA_LOAD.format(h=h, blob="dde5", ctx=8192) for h in (1, 2)]
+    b = base(trigger=("healthcheck", "ollama", "HTTP 500")).prometheus(
+        {"host_memory_available": available(used)}
+    )
+    b.engines([engine("ollama", "ollama", readings=ps)]).logs([*lines, OLLAMA_FAILED])
+    snu = next(c for c in verdict(tmp_path, b)["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert not any("loaded on demand again" in e for e in snu["evidence_against"]), snu
+    assert any("stepped up" in e for e in snu["evidence_for"]), snu
+
+
 def test_a_load_that_ran_out_beside_a_runner_still_holding_another_model_is_a_model_kept(
     tmp_path,
 ):
