@@ -110,8 +110,8 @@ ENGINE_HELD = 0.5  # engines holding under half a rise another process holds did
 LEAK_MIN_RISES = 0.7  # most steps between successive floors go up
 LEAK_MOST_FALLS = 0.3  # ... or, where the pool ran out, few go down (a ratchet holds)
 RETURNED_DIP_STRETCHES = 2  # a swap to another model and back is over within hours
-CLIMB_READINGS = 6  # half-hourly bundles through the incident window: enough to see a climb
 LEAK_CLICKS = 2  # ... and clicked more than once: one rise is a step
+CLIMB_READINGS = 6  # half-hourly bundles through the incident window: enough to see a climb
 FLOOR_NOISE = 0.1  # a floor moving under a tenth of the run's rise has neither risen nor fallen
 TIGHT_SHARE = 0.05  # under this share available, an idle holder keeps others out (a
 #                     GB10 holding its one model runs at 10% available, and is fine)
@@ -194,13 +194,19 @@ def _history(f: Facts, name: str) -> bool:
     return f.has(name) and _window(f).has_history(f.series[name])
 
 
-def _hourly(series: shapes.Series, fn: Callable[[list[float]], float]) -> list[float]:
-    """fn of each hour of readings (hours with fewer than 3 readings are skipped)."""
+def _by_hour(series: shapes.Series) -> dict[int, list[float]]:
+    """The readings of each hour (by its number since the epoch), in time order; hours with
+    fewer than 3 readings are left out."""
     hours: dict[int, list[float]] = {}
     for t, v in series:
         if v is not None:
             hours.setdefault(int(t // HOUR_S), []).append(v)
-    return [fn(vs) for vs in hours.values() if len(vs) >= 3]
+    return {k: vs for k, vs in sorted(hours.items()) if len(vs) >= 3}
+
+
+def _hourly(series: shapes.Series, fn: Callable[[list[float]], float]) -> list[float]:
+    """fn of each hour of readings (hours with fewer than 3 readings are skipped)."""
+    return [fn(vs) for vs in _by_hour(series).values()]
 
 
 def _median(vs: list[float]) -> float:
@@ -793,12 +799,7 @@ def _queue_in_window(f: Facts, j: Judgement) -> None:
             f"requests waited for a slot when {w.failure.what}: {said}; a busy hour here "
             "queues too, this one timed out behind it",
         )
-    elif (
-        w.failure
-        and any(f.lines.get(tag) for tag in CARD_OOM_TAGS)
-        and share >= QUEUE_SHARE_TIMED_OUT
-        and depth >= 1
-    ):
+    elif w.failure and _card_ran_out(f) and share >= QUEUE_SHARE_TIMED_OUT and depth >= 1:
         # Each sequence running holds its cache and activations on the card: a busy hour
         # queues here every day, and this time the card ran out under it.
         j.add(
@@ -1053,9 +1054,14 @@ def _engine_ran_out(f: Facts) -> str | None:
     kills = [t for _, t in _recent_kills(f) if engine_kill(t)]
     if kills and not _culprit(f, kills[-1]):
         return "the kernel took the engine"
-    if any(f.lines.get(tag) for tag in CARD_OOM_TAGS):
+    if _card_ran_out(f):
         return "the engine's allocation failed"
     return None
+
+
+def _card_ran_out(f: Facts) -> bool:
+    """The engine's log says, in the card's own words, that an allocation on it failed."""
+    return any(f.lines.get(tag) for tag in CARD_OOM_TAGS)
 
 
 def _one_step(
@@ -1429,7 +1435,7 @@ def _loaded_beside(f: Facts) -> str | None:
     """The engine's last load in its log was of other weights than a runner still holding
     accelerator memory at the capture, and the card ran out: the model in place was not
     unloaded for the next (Ollama keeping a runner it should have evicted)."""
-    if not f.loads or not any(f.lines.get(tag) for tag in CARD_OOM_TAGS):
+    if not f.loads or not _card_ran_out(f):
         return None
     wanted = f.loads[-1].model
     if any(grew and name == _blob(wanted) for name, _, grew in _model_contexts(f)):
@@ -1610,8 +1616,11 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
         holders = [p for p in f.gpu_processes if (p["used_bytes"] or 0) >= SQUAT_GPU_BYTES]
         # Only the card's line is the engines' alone: the host's earlier levels may be
         # anything else's (a build, a browser).
-        stood = name == "accelerator_used" and _stood_there(series, began, step.after, model)
-        if not with_server and stood:
+        if (
+            not with_server
+            and name == "accelerator_used"
+            and (stood := _stood_there(series, began, step.after, model))
+        ):
             j.evidence_against.append(
                 f"the {label} stepped up {_gib(size)} to where it stood for an hour earlier "
                 f"({_gib(stood[1])} {_at(f, stood[0])}): the model loaded on demand again, "
@@ -1690,12 +1699,8 @@ def _stood_there(
     kept takes the line higher than a day of single loads did."""
     if level is None:
         return None
-    hours: dict[int, list[float]] = {}
-    for t, v in series:
-        if v is not None and t < began - HOUR_S:
-            hours.setdefault(int(t // HOUR_S), []).append(v)
-    held = [(k, _median(vs)) for k, vs in sorted(hours.items()) if len(vs) >= 3]
-    top = max(held, key=lambda kv: kv[1], default=None)
+    hours = _by_hour([(t, v) for t, v in series if t < began - HOUR_S])
+    top = max(((k, _median(vs)) for k, vs in hours.items()), key=lambda kv: kv[1], default=None)
     if top is None or top[1] < level - model / 2:
         return None
     return top[0] * HOUR_S, top[1]
