@@ -868,6 +868,8 @@ def leak_ratchet(f: Facts) -> Judgement:
         floor = shapes.flat_floor(series, fmt=_gib)
         if floor.verdict:
             j.evidence_against.append(f"the floor is flat between bursts: {floor.why}")
+        else:
+            j.evidence_against.append(f"{memory[1]}: {ratchet.why}")
     if f.has("kv_cache") and shapes.climb(f.series["kv_cache"]).verdict:
         j.evidence_against.append("the rise tracks the KV cache (context creep)")
     step = shapes.step(series, fmt=_gib)

@@ -188,13 +188,13 @@ def _headline(probe: Probe) -> str:
         return f"(no summary: {type(exc).__name__}: {exc})"
 
 
-def process_age_s() -> float:
-    """Seconds since this process started, to the clock tick.
+def process_age_s(pid: int | str = "self") -> float:
+    """Seconds since this process (or `pid`) started, to the clock tick.
 
     Boot time from /proc/stat is in whole seconds and would put this up to a second off;
     the start tick against CLOCK_BOOTTIME is exact to the tick (10 ms).
     """
-    with open("/proc/self/stat", encoding="utf-8", errors="replace") as f:
+    with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
         start_ticks = parse_pid_stat(f.read())["start_ticks"]
     return time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
 

@@ -35,6 +35,7 @@ class Lab:
     procs: list[subprocess.Popen] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # added to the capture's environment
+    capture_pid: int | None = None  # the collector's process, once started
 
     def spawn(self, argv: list[str], **kwargs: Any) -> subprocess.Popen:
         """Start a process of the scenario's, in its own session, remembered for teardown."""
@@ -155,6 +156,7 @@ def _run(scenario: Scenario, keep: Path | None) -> Result:
             text=True,
             env={**os.environ, **lab.env},
         )
+        lab.capture_pid = capture.pid
         scenario.during(lab)
         _, err = capture.communicate(timeout=scenario.window_s + 60)
         if capture.returncode not in captured:
@@ -179,7 +181,14 @@ def _run(scenario: Scenario, keep: Path | None) -> Result:
         if result.verdict in scenario.expect:
             result.status = "passed"
         else:
-            result.reason = "; ".join(f"{f} {s}" for f, s in result.top)
+            # What the expected fault's rule saw, so a failure far away (CI) says why.
+            said = [
+                f"{c['fault']}: "
+                + " / ".join(c["evidence_for"] + c["evidence_against"] + c["missing"])
+                for c in verdict["candidates"]
+                if c["fault"] in scenario.expect
+            ]
+            result.reason = "; ".join([*(f"{f} {s}" for f, s in result.top), *said])
         return result
     except Exception as exc:  # the lab reports a broken scenario, it does not stop the others
         result.reason = f"{type(exc).__name__}: {exc}"

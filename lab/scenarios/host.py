@@ -29,6 +29,7 @@ import time
 from functools import cache
 from pathlib import Path
 
+from capture.runner import process_age_s
 from lab.core import Lab, Scenario, register
 
 MIB = 1024**2
@@ -499,14 +500,17 @@ def _wait_for_rest(below: float, timeout: float) -> float | None:
 
 
 def _capture_began(lab: Lab, timeout: float = 15.0) -> float:
-    """The monotonic time the capture started its window: it creates its hidden bundle
-    directory the moment it reads its clock, and samples at whole seconds from there."""
+    """The monotonic instant the capture's window counts its seconds from, once the window
+    has started (it creates its hidden bundle directory then). `evidence capture` counts
+    from its own process's start, its start-up being part of the window, and samples at
+    whole seconds from there: the directory appears a start-up later (0.3 s to over a
+    second, by machine), so only the process's start tick gives the samples' phase."""
     deadline = time.monotonic() + timeout
     root = lab.archive / "bundles"
     while time.monotonic() < deadline:
         with contextlib.suppress(FileNotFoundError):
             if any(p.name.startswith(".") for host in root.iterdir() for p in host.iterdir()):
-                return time.monotonic()
+                return time.monotonic() - process_age_s(lab.capture_pid)
         time.sleep(0.002)
     raise RuntimeError(f"the capture did not start its bundle within {timeout:.0f} s")
 
