@@ -1160,7 +1160,7 @@ def _engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None
     ended = _engine_ran_out(f)
     if ended is None:
         return None
-    levels = known(w.incident(f.series[name]))
+    levels = known(_climb_span(w, f.series[name], _pool(f, name)))
     if len(levels) < CLIMB_READINGS:
         return None
     # Quarters as even as the readings allow: the archive's half-hourly bundles give six
@@ -1183,6 +1183,24 @@ def _engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None
         "alongside and no other process holding much: quarter medians "
         f"{', '.join(_gib(m) for m in medians)}"
     )
+
+
+def _climb_span(w: Window, series: shapes.Series, pool: float | None) -> shapes.Series:
+    """The incident window's readings, or, where the line filled its pool and sat at the
+    ceiling to the end (released or not at the very end), the INCIDENT_S before it filled:
+    a full pool cannot climb further, so its climb lies before the hours it sat full."""
+    pts = [(t, v) for t, v in w.upto(series) if v is not None]
+    high = max((v for _, v in pts), default=0.0)
+    i = len(pts)
+    while i > 0 and pts[i - 1][1] < RELEASED * high:
+        i -= 1  # the death's release, not a reading of the climb
+    full = i
+    while pool and full > 0 and pts[full - 1][1] >= FULL_SHARE * pool:
+        full -= 1
+    if full == i or full == 0:
+        return w.incident(series)
+    filled = pts[full][0]
+    return [(t, v) for t, v in pts if filled - INCIDENT_S <= t <= filled]
 
 
 def _before_release(

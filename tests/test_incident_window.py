@@ -1014,15 +1014,16 @@ def test_models_loaded_into_a_shared_pool_on_a_healthy_day_are_no_leak(tmp_path)
     assert any("models loaded into the shared pool" in e for e in leak["evidence_against"])
 
 
-def _card_ran_out(card: list[float], total: float = 24.0 * GIB) -> Builder:
+def _card_ran_out(card: list[float], total: float = 24.0 * GIB, **series: list[dict]) -> Builder:
     """A card (24 GiB unless said) under one llama-server, whose own allocation failed at
-    the end."""
+    the end; `series` are more of its history."""
     n = len(DAY)
     b = history(
         base(trigger=("healthcheck", "gateway", "HTTP 502")),
         {
             "accelerator_memory_used": _series("dcgm", card),
             "accelerator_memory_total": _series("dcgm", [total] * n),
+            **series,
         },
     )
     return b.logs(
@@ -1120,6 +1121,25 @@ def test_the_climb_back_from_a_swap_is_no_step_that_explains_a_ratchet(tmp_path)
     leak = result["candidates"][0]
     assert "floor rose in the quiet hours" in leak["evidence_for"][0], leak
     assert not any("one jump" in e for e in leak["evidence_against"]), leak
+
+
+def test_a_card_that_climbed_full_and_sat_there_to_its_allocation_failure_is_a_leak(tmp_path):
+    """Flat at 16 GiB all day; five hours before the end a batch started, the allocator
+    began to leak under it and the card climbed steadily for three hours to 23.5 of its
+    24 GiB, then sat full for two until an allocation failed. Busy throughout, it left no
+    quiet floor to compare, and its last three hours are flat only because a full card
+    cannot climb: the climb before them is the leak."""
+    n = len(DAY)
+    rising = range(n - 60, n - 24)
+    card = [
+        16 * GIB + 7.5 * GIB * min(1.0, max(0, i - rising.start) / len(rising)) for i in range(n)
+    ]
+    running = [1.0 if i >= rising.start else 0.0 for i in range(n)]
+    b = _card_ran_out(noisy(card, 0.05 * GIB), requests_running=_series("llama", running))
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    leak = result["candidates"][0]
+    assert any("climbed through the hours before" in e for e in leak["evidence_for"]), leak
 
 
 def test_a_card_that_stepped_then_sat_flat_before_its_allocation_failure_is_no_leak(tmp_path):
