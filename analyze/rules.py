@@ -1160,18 +1160,9 @@ def _engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None
     ended = _engine_ran_out(f)
     if ended is None:
         return None
-    levels = known(_climb_span(w, f.series[name], _pool(f, name)))
-    if len(levels) < CLIMB_READINGS:
-        return None
-    # Quarters as even as the readings allow: the archive's half-hourly bundles give six
-    # readings in the three hours before, a scrape dozens.
-    cuts = [i * len(levels) // 4 for i in range(5)]
-    medians = [_median(levels[a:b]) for a, b in zip(cuts, cuts[1:], strict=False)]
-    # Rising quarter on quarter without a pause, and not in one jump (a model loaded is a
-    # step; a second model's cache filling after it leaves a flat quarter either side).
-    rises = [b - a for a, b in zip(medians, medians[1:], strict=False)]
-    total = medians[-1] - medians[0]
-    if min(rises) <= 0.05 * total or total < least or max(rises) > LEAK_ONE_JUMP * total:
+    spans = (w.incident(f.series[name]), _before_filled(w, f.series[name], _pool(f, name)))
+    medians = next(filter(None, (_climbed_quarters(known(s), least) for s in spans)), None)
+    if medians is None:
         return None
     cache = [n for n in ("kv_cache", "context_high_water") if _history(f, n)]
     if any(shapes.climb(w.incident(f.series[n])).verdict for n in cache):
@@ -1185,10 +1176,27 @@ def _engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None
     )
 
 
-def _climb_span(w: Window, series: shapes.Series, pool: float | None) -> shapes.Series:
-    """The incident window's readings, or, where the line filled its pool and sat at the
-    ceiling to the end (released or not at the very end), the INCIDENT_S before it filled:
-    a full pool cannot climb further, so its climb lies before the hours it sat full."""
+def _climbed_quarters(levels: list[float], least: float) -> list[float] | None:
+    """The quarter medians of readings that rose quarter on quarter without a pause, by
+    `least` in all and not in one jump (a model loaded is a step; a second model's cache
+    filling after it leaves a flat quarter either side); None when they did not. Quarters
+    as even as the readings allow: the archive's half-hourly bundles give six readings in
+    the three hours before, a scrape dozens."""
+    if len(levels) < CLIMB_READINGS:
+        return None
+    cuts = [i * len(levels) // 4 for i in range(5)]
+    medians = [_median(levels[a:b]) for a, b in zip(cuts, cuts[1:], strict=False)]
+    rises = [b - a for a, b in zip(medians, medians[1:], strict=False)]
+    total = medians[-1] - medians[0]
+    if min(rises) <= 0.05 * total or total < least or max(rises) > LEAK_ONE_JUMP * total:
+        return None
+    return medians
+
+
+def _before_filled(w: Window, series: shapes.Series, pool: float | None) -> shapes.Series:
+    """Where the line's last readings sat at its pool's ceiling (before the death's
+    release), the INCIDENT_S before it got there; else nothing. A full pool cannot climb
+    further: an allocation that failed after hours at the ceiling had its climb before."""
     pts = [(t, v) for t, v in w.upto(series) if v is not None]
     high = max((v for _, v in pts), default=0.0)
     i = len(pts)
@@ -1198,7 +1206,7 @@ def _climb_span(w: Window, series: shapes.Series, pool: float | None) -> shapes.
     while pool and full > 0 and pts[full - 1][1] >= FULL_SHARE * pool:
         full -= 1
     if full == i or full == 0:
-        return w.incident(series)
+        return []
     filled = pts[full][0]
     return [(t, v) for t, v in pts if filled - INCIDENT_S <= t <= filled]
 
