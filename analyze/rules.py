@@ -1098,6 +1098,12 @@ def _one_step(
         return None
     said = f"most of the rise is one jump of {_gib(jumps[big])} between two stretches"
     start, stop = floors[big][0], floors[big + 1][0] + LEAK_STRETCH_S
+    before, after = ((t, t + LEAK_STRETCH_S) for t in (floors[big][0], floors[big + 1][0]))
+    ran_out = _engine_ran_out(f)
+    if ran_out and _card_stayed(f, name, before, after):
+        # A server that came up then (llama-swap swapping away and back) loaded nothing
+        # onto the card: the host's jump that stayed is the engine's own, and it ran out.
+        return None
     began = _began(f)
     if any(
         start <= t <= stop
@@ -1108,14 +1114,11 @@ def _one_step(
         return f"{said}, as a server came up: a step, not a ratchet"
     if any(grew for _, _, grew in _model_contexts(f)):
         return f"{said}, as the model was reloaded with a longer context: a step, not a ratchet"
-    if _engine_ran_out(f) is None:
+    if ran_out is None:
         return f"{said}: a step, not a ratchet"
     # The engine's own memory ran out: a jump too small for a model, or one that took
     # hours, is what one busy spell left behind.
     if jumps[big] < max(MODEL_SHARE * (pool or 0), MODEL_MIN_BYTES):
-        return None
-    low, high = floors[big][0], floors[big + 1][0]
-    if _card_stayed(f, name, (low, low + LEAK_STRETCH_S), (high, high + LEAK_STRETCH_S)):
         return None
     if _one_model(f):
         return None  # nothing here loads a second model: the jump is the engine's own

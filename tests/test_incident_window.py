@@ -3,6 +3,7 @@ hours before the failure against the machine's own earlier hours, and the archiv
 history where there is no Prometheus.
 """
 
+import pytest
 from test_classify import (
     AT,
     DAY,
@@ -764,12 +765,16 @@ def test_a_floor_that_climbed_back_to_where_it_was_that_morning_is_no_leak(tmp_p
                for e in leak["evidence_against"]), leak  # fmt: skip
 
 
-def _host_jump_beside_a_flat_card() -> Builder:
+def _host_jump_beside_a_flat_card(swapped: bool = False) -> Builder:
     """llama-server on a discrete 24 GiB card, the host at 68 GiB of 128 through the day.
     One busy evening, five hours before the kill, its host memory jumped 46 GiB within
     the hour and never came back, while the card's floor stayed at 16.5 GiB; the kernel
-    then took llama-server with nothing else holding much."""
+    then took llama-server with nothing else holding much. `swapped`: llama-swap swapped
+    to another model and back just then, the server coming up again (its `up` 0 -> 1)."""
     n = len(DAY)
+    up = [1.0] * n
+    if swapped:
+        up[n - 66 : n - 64] = [0.0, 0.0]
     used = _floors([(0, 68 * GIB), (n - 64, 114 * GIB), (n - 12, 116 * GIB)], 3 * GIB)
     kill = (
         "Out of memory: Killed process 59724 (llama-server) total-vm:212391593kB, "
@@ -781,11 +786,14 @@ def _host_jump_beside_a_flat_card() -> Builder:
         kill,
         accelerator_memory_used=_series("dcgm", noisy([16.5 * GIB] * n, 0.05 * GIB)),
         accelerator_memory_total=_series("dcgm", [24 * GIB] * n),
+        targets_up=[seen("llama-server", 8080, up)],
     )
 
 
-def test_a_host_jump_the_card_never_saw_is_the_engines_own_memory(tmp_path):
-    result = verdict(tmp_path, _host_jump_beside_a_flat_card())
+@pytest.mark.parametrize("swapped", [False, True], ids=["alone", "swapped-and-back"])
+def test_a_host_jump_the_card_never_saw_is_the_engines_own_memory(tmp_path, swapped):
+    """Swapped or not, nothing landed on the card: the jump is no model loaded."""
+    result = verdict(tmp_path, _host_jump_beside_a_flat_card(swapped))
     assert result["verdict"] == "leak-ratchet", scores(result)
     leak = result["candidates"][0]
     assert "floor rose in the quiet hours" in leak["evidence_for"][0], leak
