@@ -1097,8 +1097,8 @@ def _one_step(
     if jumps[big] <= LEAK_ONE_JUMP * (levels[-1] - levels[0]):
         return None
     said = f"most of the rise is one jump of {_gib(jumps[big])} between two stretches"
-    start, stop = floors[big][0], floors[big + 1][0] + LEAK_STRETCH_S
     before, after = ((t, t + LEAK_STRETCH_S) for t in (floors[big][0], floors[big + 1][0]))
+    start, stop = before[0], after[1]
     ran_out = _engine_ran_out(f)
     if ran_out and _card_stayed(f, name, before, after):
         # A server that came up then (llama-swap swapping away and back) loaded nothing
@@ -1201,10 +1201,7 @@ def _before_filled(w: Window, series: shapes.Series, pool: float | None) -> shap
     release), the INCIDENT_S before it got there; else nothing. A full pool cannot climb
     further: an allocation that failed after hours at the ceiling had its climb before."""
     pts = [(t, v) for t, v in w.upto(series) if v is not None]
-    high = max((v for _, v in pts), default=0.0)
-    i = len(pts)
-    while i > 0 and pts[i - 1][1] < RELEASED * high:
-        i -= 1  # the death's release, not a reading of the climb
+    i = _released_at(pts, max((v for _, v in pts), default=0.0))  # not readings of the climb
     full = i
     while pool and full > 0 and pts[full - 1][1] >= FULL_SHARE * pool:
         full -= 1
@@ -1212,6 +1209,15 @@ def _before_filled(w: Window, series: shapes.Series, pool: float | None) -> shap
         return []
     filled = pts[full][0]
     return [(t, v) for t, v in pts if filled - INCIDENT_S <= t <= filled]
+
+
+def _released_at(pts: list[tuple[float, float]], high: float) -> int:
+    """Where the final run of readings under RELEASED of `high` begins (len(pts) when the
+    last reading is above it): a death releases its memory, it does not return."""
+    i = len(pts)
+    while i > 0 and pts[i - 1][1] < RELEASED * high:
+        i -= 1
+    return i
 
 
 def _before_release(
@@ -1235,10 +1241,7 @@ def _before_release(
     # The final run of readings under RELEASED of the highest floor, begun in the
     # incident window: dense (Prometheus) or coarse (the archive, then the capture).
     pts = [(t, v) for t, v in f.series[name] if v is not None]
-    high = max((v for _, v in floors), default=0.0)
-    i = len(pts)
-    while i > 0 and pts[i - 1][1] < RELEASED * high:
-        i -= 1
+    i = _released_at(pts, max((v for _, v in floors), default=0.0))
     if 0 < i < len(pts) and pts[i][0] >= w.start:
         releases.append(pts[i][0])
     if not releases:
