@@ -374,6 +374,12 @@ def _archive_history(con: duckdb.DuckDBPyConnection, facts: Facts, bundle: dict[
         ).fetchall()
         if used is not None and total
     ]
+    if not facts.has("accelerator_used") and len(facts.card_bundles) >= 3:
+        # No card line in Prometheus: the card's readings bundle by bundle are its history.
+        readings = len(facts.card_bundles) - 1
+        for name, column in (("accelerator_used", 1), ("accelerator_total", 2)):
+            facts.series[name] = [(c[0], c[column]) for c in facts.card_bundles]
+            facts.origin[name] = f"archive ({readings} earlier readings) and bundle"
     for pid, name, points in con.execute(
         f"""SELECT p.pid, p.name, list((p.t, p.rss_bytes) ORDER BY p.t)
             FROM processes p JOIN (

@@ -117,7 +117,9 @@ def scenario(
         kernel=[(END - 3600, "NVRM: Xid (PCI:0000:01:00): 31, pid=4242")],
         logs=[(END - 60, "srv  update_slots: all slots are idle")],
         checks=[CheckAtCapture("chat", "completion", True, "ok")],
-        baselines=[(END - 86400 * d, int(40 * GIB), int(88 * GIB), [llama]) for d in (3, 2, 1)],
+        baselines=[
+            (END - 86400 * d, int(40 * GIB), int(88 * GIB), [llama], None) for d in (3, 2, 1)
+        ],
     )
 
 

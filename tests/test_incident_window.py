@@ -337,6 +337,32 @@ def test_one_jump_in_the_half_hourly_baselines_before_the_kill_is_no_climb(tmp_p
     assert not any("climbed through the hours before" in e for e in leak["evidence_for"]), leak
 
 
+def test_the_card_read_by_nvml_in_each_baseline_is_its_history(tmp_path):
+    """No Prometheus, no DCGM: a 24 GiB card under llama-server, read by the gpu probe in
+    each half-hourly cron bundle. 16.9 GiB through the day, then five hours of climbing
+    to 23 GiB; the allocation failed and the engine died, its memory released. The
+    baselines are the card's history, and the report says they are."""
+    total, pid = 24 * GIB, 4242
+    card = [16.9] * 38 + [17.2, 17.4, 17.5, 17.9, 18.4, 19.4, 20.6, 21.5, 22.5, 23.0]
+    builders = []
+    for k, used in enumerate(card):
+        at = AT - (48 - k) * 1800
+        b = Builder("rig-2", at, total=64 * GIB, trigger=("cron", "baseline"), window_s=0)
+        b.memory([(at, 20 * GIB)]).pressure([(at, 0.0)]).host().kernel([]).logs([])
+        b.processes([{"pid": pid, "name": "llama-server", "rss_bytes": 2 * GIB}])
+        b.gpu("NVIDIA GeForce RTX 4090", int(total), int(used * GIB),
+              [(pid, "llama-server", int((used - 0.4) * GIB))], unified=False)  # fmt: skip
+        builders.append(b)
+    now = Builder("rig-2", AT, total=64 * GIB, trigger=("healthcheck", "gateway", "HTTP 502"))
+    now.memory([(t, 18 * GIB) for t in WINDOW]).pressure([(t, 0.0) for t in WINDOW]).host()
+    now.kernel([]).logs(["CUDA error: out of memory"]).processes([])
+    now.gpu("NVIDIA GeForce RTX 4090", int(total), int(0.4 * GIB), [], unified=False)
+    result = verdict(tmp_path, *builders, now)
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    assert "accelerator memory" in result["candidates"][0]["evidence_for"][0]
+    assert "archive" in result["context"]["series"]["accelerator_used"]["origin"]
+
+
 def test_a_kill_inside_another_cgroup_beside_healthy_engines_is_context(tmp_path):
     from lab.builder import engine
 

@@ -414,6 +414,9 @@ def fill(w: World, sc: Scenario) -> None:
             min(sc.psi_some, hs.psi_full[last] * 100.0 * rng.uniform(0.85, 1.15)), 2
         )
     sc.processes = process_table(w, last)
+    card = _card(w)
+    if card:
+        sc.card_total, sc.card_used = int(w.acc_limit()), card[last]
     sc.engines = engines(w)
     sc.checks = list(w.checks)
     sc.trigger = w.trigger
@@ -424,7 +427,16 @@ def fill(w: World, sc: Scenario) -> None:
             table = process_table(w, k)
             table = sorted(table, key=lambda q: -(q.rss_bytes + (q.gpu_bytes or 0)))[:5]
             a = hs.available[k]
-            sc.baselines.append((t, int(total - a), int(a), table))
+            sc.baselines.append((t, int(total - a), int(a), table, card[k] if card else None))
+
+
+def _card(w: World) -> list[int] | None:
+    """The discrete card's memory in use at each scrape, as NVML reads it (what DCGM
+    exports too): None on a shared pool or without an NVIDIA card."""
+    if w.mach.kind != "nvidia":
+        return None
+    top = w.acc_limit()
+    return [int(min(top, v)) for v in w.fixed("acc")]
 
 
 def engines(w: World) -> list[EngineAtCapture]:

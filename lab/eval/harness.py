@@ -107,10 +107,20 @@ def _engine(e: EngineAtCapture) -> dict[str, Any]:
     return engine(e.name, e.kind, e.metrics or None, readings, url=e.url)
 
 
-def _dcgm(s: Scenario, name: str) -> int | None:
-    """The last reading of a DCGM framebuffer gauge (MiB), summed over the GPUs, in bytes."""
-    last = [max(x.points)[1] for x in s.series if x.name == name and x.points]
-    return int(sum(last) * 1024 * 1024) if last else None
+def _gpu(b: Builder, s: Scenario, used: int | None, processes: list[ProcessAtCapture]) -> None:
+    """The gpu probe's record, as NVML read it at that moment: the card's memory where it
+    is a discrete card, the processes holding some either way; absent without NVML."""
+    on_gpu = [p for p in processes if p.gpu_bytes is not None]
+    if not on_gpu and used is None:
+        b.absent("gpu", "no NVML")
+        return
+    b.gpu(
+        name="NVIDIA GB10" if s.unified else "NVIDIA RTX PRO 6000",
+        total=s.card_total if used is not None else None,
+        used=used,
+        processes=[(p.pid, p.name, p.gpu_bytes) for p in on_gpu],
+        unified=s.unified,
+    )
 
 
 def history(s: Scenario, store: Store | None = None) -> tuple[list[dict[str, Any]], float, int]:
@@ -136,7 +146,7 @@ def bundle(s: Scenario, archive: Path) -> list[Path]:
     boot = min([s.end - UPTIME_S, *(b[0] - DAY_S for b in s.baselines)])
     boot_id = f"{s.hostname}-boot"
     written = []
-    for t, _used, available, processes in sorted(s.baselines, key=lambda b: b[0]):
+    for t, _used, available, processes, card in sorted(s.baselines, key=lambda b: b[0]):
         b = Builder(
             s.hostname,
             t,
@@ -147,7 +157,8 @@ def bundle(s: Scenario, archive: Path) -> list[Path]:
             window_s=0.0,
         )
         b.memory([(t, s.memory_total - available)], swap_total=s.swap_total)
-        written.append(b.host().processes(_rows(processes)).write(archive))
+        _gpu(b.host().processes(_rows(processes)), s, card, processes)
+        written.append(b.write(archive))
     b = Builder(
         s.hostname,
         s.end,
@@ -166,19 +177,7 @@ def bundle(s: Scenario, archive: Path) -> list[Path]:
         times = [w[0] for w in s.window]
         b.pressure([(t, s.psi_some) for t in times], [(t, s.psi_full) for t in times])
     b.processes(_rows(s.processes))
-    on_gpu = [p for p in s.processes if p.gpu_bytes is not None]
-    if on_gpu:
-        used, free = _dcgm(s, "DCGM_FI_DEV_FB_USED"), _dcgm(s, "DCGM_FI_DEV_FB_FREE")
-        discrete = not s.unified and used is not None and free is not None
-        b.gpu(
-            name="NVIDIA GB10" if s.unified else "NVIDIA RTX PRO 6000",
-            total=used + free if discrete else None,
-            used=used if discrete else None,
-            processes=[(p.pid, p.name, p.gpu_bytes) for p in on_gpu],
-            unified=s.unified,
-        )
-    else:
-        b.absent("gpu", "no NVML")
+    _gpu(b, s, s.card_used, s.processes)
     if s.engines:
         b.engines([_engine(e) for e in s.engines])
     if s.checks:

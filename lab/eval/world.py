@@ -86,10 +86,17 @@ class Scenario:
     psi_some: float = 0.0  # memory some avg10 during the window
     psi_full: float = 0.0
     swap_total: int = 0
+    # A discrete NVIDIA card as NVML reports it (None on a shared pool or without one):
+    # its memory and what was in use at the capture.
+    card_total: int | None = None
+    card_used: int | None = None
     engines: list[EngineAtCapture] = field(default_factory=list)
     processes: list[ProcessAtCapture] = field(default_factory=list)
     kernel: list[tuple[float, str]] = field(default_factory=list)  # (unix seconds, dmesg line)
     logs: list[tuple[float, str]] = field(default_factory=list)  # engine log lines
     checks: list[CheckAtCapture] = field(default_factory=list)
-    # Earlier cron baselines of this host (--window 0): (t, used, available, top processes).
-    baselines: list[tuple[float, int, int, list[ProcessAtCapture]]] = field(default_factory=list)
+    # Earlier cron baselines of this host (--window 0): (t, used, available, top processes,
+    # the card's memory in use as NVML read it then, None where there is no card).
+    baselines: list[tuple[float, int, int, list[ProcessAtCapture], int | None]] = field(
+        default_factory=list
+    )
