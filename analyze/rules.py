@@ -968,12 +968,16 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
         room = pool if pool and _memory_ran_out(f) else None
         onset = _rising_floors(levels, least, ceiling, room)
         said = f"from {_gib(levels[0])} to {_gib(levels[-1])} over {len(levels)} stretches"
-        released = _before_release(f, name, floors)
-        if onset is None and len(released) >= LEAK_MIN_STRETCHES:
+        release = _release(f, name, floors) if onset is None else None
+        if release is not None:
             # The engine's death (the line collapses and stays down) or a restart released
-            # what leaked: the floors up to it are the leak, what follows is a new process's.
-            floors, levels = released, [v for _, v in released]
-            onset = _rising_floors(levels, least, ceiling, room)
+            # what leaked: the readings up to it are the leak, what follows is a new
+            # process's (or none). The stretch it fell in keeps its readings before it.
+            upto = [(t, v) for t, v in w.upto(f.series[name]) if t < release]
+            released = _quiet_floors(f, name, upto)
+            if len(released) >= LEAK_MIN_STRETCHES:
+                floors, levels = released, [v for _, v in released]
+                onset = _rising_floors(levels, least, ceiling, room)
         elsewhere = name == "memory_used" and onset is not None and _held_elsewhere(f, levels)
         if elsewhere:
             j.evidence_against.append(elsewhere)
@@ -1220,16 +1224,14 @@ def _released_at(pts: list[tuple[float, float]], high: float) -> int:
     return i
 
 
-def _before_release(
-    f: Facts, name: str, floors: list[tuple[float, float]]
-) -> list[tuple[float, float]]:
-    """With a failure, the floors of the stretches that ended before the memory was
-    released: the latest start of a service in the incident window (a target's `up`
-    0 -> 1), or the line dropping at its end and staying down (a death releases, it does
-    not return). All of them when neither happened, or nothing failed."""
+def _release(f: Facts, name: str, floors: list[tuple[float, float]]) -> float | None:
+    """With a failure, when the memory was released: the latest start of a service in the
+    incident window (a target's `up` 0 -> 1), or the line dropping at its end and staying
+    down (a death releases, it does not return). None when neither happened, or nothing
+    failed."""
     w = _window(f)
     if not w.failure:
-        return floors  # nothing died: a restart then was a swap or an operator's
+        return None  # nothing died: a restart then was a swap or an operator's
     releases = []
     for target, series in f.targets.items():
         pts = [(t, v) for t, v in series if v is not None]
@@ -1244,9 +1246,7 @@ def _before_release(
     i = _released_at(pts, max((v for _, v in floors), default=0.0))
     if 0 < i < len(pts) and pts[i][0] >= w.start:
         releases.append(pts[i][0])
-    if not releases:
-        return floors
-    return [(t, v) for t, v in floors if t + LEAK_STRETCH_S <= max(releases)]
+    return max(releases, default=None)
 
 
 def _rising_floors(

@@ -1176,6 +1176,21 @@ def test_a_card_that_climbed_full_and_sat_there_to_its_allocation_failure_is_a_l
     assert any("climbed through the hours before" in e for e in leak["evidence_for"]), leak
 
 
+def test_the_climb_in_the_hours_the_engines_death_ended_is_read_up_to_the_death(tmp_path):
+    """Flat at 16.9 GiB; from six hours before the end each busy spell left the card's
+    floor higher, the last hours fastest (to 23 GiB), until an allocation failed and the
+    engine died: its last readings are the released card. The stretch the death fell in
+    keeps the climb read before the release; without it the rise looks too small."""
+    n = len(DAY)
+    levels = [(0, 16.9 * GIB), (n - 72, 17.4 * GIB), (n - 48, 17.9 * GIB)]
+    levels += [(n - 24 + 3 * k, (18.5 + 0.6 * k) * GIB) for k in range(8)]
+    card = _floors(levels, 1.5 * GIB, 0.0)
+    card[-3:] = [0.4 * GIB] * 3
+    result = verdict(tmp_path, _card_ran_out(card))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    assert "floor rose in the quiet hours" in result["candidates"][0]["evidence_for"][0]
+
+
 def test_a_card_that_stepped_then_sat_flat_before_its_allocation_failure_is_no_leak(tmp_path):
     """The same rise in the middle of the window with a flat hour either side: a second
     model's weights and cache, not an engine leaking through the hours."""
