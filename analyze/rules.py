@@ -411,14 +411,42 @@ def _creep_in_bundle(f: Facts, j: Judgement, cache: list[str]) -> None:
         j.add(1, f"{memory[1]} climbed with it")
 
 
+def _slots_held(f: Facts) -> str | None:
+    """The hour before the failure ran as many requests as ever: at the most that ran at
+    once up to it (its median within a tenth), or no fewer than in the busiest hour before
+    (medians). In words; None when fewer ran (a cache too full for the next sequence
+    admits fewer: a creep's queue) or the load is not known."""
+    w = _window(f)
+    series = f.series.get("requests_running", [])
+    recent = known(w.last(series, RECENT_S))
+    ceiling = max(known(w.upto(series)), default=0.0)
+    if not recent or not ceiling:
+        return None
+    now = _median(recent)
+    if now >= 0.9 * ceiling:
+        return f"requests running held at the ceiling ({ceiling:.0f})"
+    usual = max(_hourly(w.reference(series), _median), default=None)
+    if usual and now >= usual:
+        return (
+            f"requests running held their busiest level ({now:.0f} at the median, as in the "
+            f"busiest hour before; up to {ceiling:.0f})"
+        )
+    return None
+
+
 def _busier(f: Facts) -> str | None:
     """More callers in the hour before the failure than in the busiest hour before it, in
-    words: more requests running (medians), or, with the slots full either way, far more
-    waiting (means). None when the load stayed in its range or is not known."""
+    words: more requests running (medians), or, with as many running as ever (a cache
+    that fills queues callers behind free slots: a creep's queue), far more waiting
+    (means). None when the load stayed in its range or is not known."""
     w = _window(f)
     for name, typical, over in (
         ("requests_running", _median, lambda now, usual: now > usual * LOAD_OVER_USUAL + 0.5),
-        ("requests_waiting", _mean, lambda now, usual: now >= QUEUE_DEEPER * max(usual, 1.0)),
+        (
+            "requests_waiting",
+            _mean,
+            lambda now, usual: now >= QUEUE_DEEPER * max(usual, 1.0) and _slots_held(f),
+        ),
     ):
         series = f.series.get(name, [])
         recent = known(w.last(series, RECENT_S))
@@ -639,13 +667,13 @@ def concurrency_overload(f: Facts) -> Judgement:
             j.evidence_against.append("nothing ever waited for a slot")
     running = _values(f, "requests_running")
     if running and max(running) > 1 and j.score >= NOTE_IS_EVIDENCE:
-        w = _window(f)
-        recent = known(w.last(f.series["requests_running"], RECENT_S))
-        ceiling = max(known(w.upto(f.series["requests_running"])), default=0)
-        if recent and _median(recent) >= 0.9 * ceiling:
-            j.add(1, f"requests running held at the ceiling ({ceiling:.0f}) while others waited")
+        held = _slots_held(f)
+        if held:
+            j.add(1, f"{held} while others waited")
         else:
-            j.add(1, f"up to {max(running):.0f} requests ran at once")
+            # Fewer ran than the slots have held while others waited: what held them back
+            # was not the slots (a cache too full for the next sequence is a creep's).
+            j.evidence_for.append(f"up to {max(running):.0f} requests ran at once")
     if f.lines.get("slot-unavailable"):
         j.add(2, f"the log says a slot was unavailable: {_last(f, 'slot-unavailable')}")
     return j

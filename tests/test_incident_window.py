@@ -189,6 +189,44 @@ def _batch_sharing_the_cache(trigger: tuple[str, ...]) -> Builder:
     )
 
 
+def _cache_filled_by_longer_chats() -> Builder:
+    """SGLang running four chats at once through office hours every day, each holding a
+    tenth of the KV cache. The last three hours the conversations grew: one sequence
+    filled the cache, the others queued behind free slots, and a check timed out. The
+    callers were as many as ever; each prompt carried far more per answer."""
+    n = len(DAY)
+    office = [100 <= i < 200 for i in range(n)]
+    grown = [i >= n - 36 for i in range(n)]
+    running = [1.0 if g else 4.0 if o else 0.0 for g, o in zip(grown, office, strict=True)]
+    waiting = [6.0 if g else 0.0 for g in grown]
+    cache = [0.98 if g else 0.1 * r for g, r in zip(grown, running, strict=True)]
+    generated, prompts, gen, prompt = [], [], 0.0, 0.0
+    for g, o in zip(grown, office, strict=True):
+        step = 100.0 if g else 400.0 if o else 0.0
+        gen, prompt = gen + step, prompt + step * (60 if g else 6)
+        generated.append(gen)
+        prompts.append(prompt)
+    return base(trigger=("healthcheck", "gateway", "no answer within 120 s")).prometheus(
+        {
+            "host_memory_available": available(healthy_bursts()),
+            "requests_running": list(zip(DAY, running, strict=True)),
+            "requests_waiting": list(zip(DAY, waiting, strict=True)),
+            "kv_cache_usage": list(zip(DAY, cache, strict=True)),
+            "tokens_generated": list(zip(DAY, generated, strict=True)),
+            "tokens_prompt": list(zip(DAY, prompts, strict=True)),
+        }
+    )
+
+
+def test_a_queue_behind_free_slots_while_the_cache_filled_is_a_creep(tmp_path):
+    result = verdict(tmp_path, _cache_filled_by_longer_chats())
+    assert result["verdict"] == "context-creep", scores(result)
+    creep = result["candidates"][0]
+    assert not any("more callers" in e for e in creep["evidence_against"]), creep
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    assert not any("held" in e for e in queue["evidence_for"]), queue
+
+
 def test_more_sequences_each_as_long_with_nothing_failed_is_no_creep(tmp_path):
     result = verdict(tmp_path, _batch_sharing_the_cache(("manual", None)))
     assert result["verdict"] == "no-fault", scores(result)
