@@ -976,7 +976,8 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
     w = _window(f)
     for name, label in _memory_lines(f):
         pool = _pool(f, name)
-        floors = _quiet_floors(f, name, w.upto(f.series[name]))
+        upto = w.upto(f.series[name])
+        floors = _quiet_floors(f, name, upto)
         if len(floors) < LEAK_MIN_STRETCHES:
             j.missing.append(f"{label}: floors in {LEAK_MIN_STRETCHES} quiet stretches")
             continue
@@ -1001,8 +1002,7 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             # The engine's death (the line collapses and stays down) or a restart released
             # what leaked: the readings up to it are the leak, what follows is a new
             # process's (or none). The stretch it fell in keeps its readings before it.
-            upto = [(t, v) for t, v in w.upto(f.series[name]) if t < release]
-            released = _quiet_floors(f, name, upto)
+            released = _quiet_floors(f, name, [(t, v) for t, v in upto if t < release])
             if len(released) >= LEAK_MIN_STRETCHES:
                 floors, levels = released, [v for _, v in released]
                 onset = _rising_floors(levels, least, ceiling, room)
