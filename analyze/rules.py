@@ -112,6 +112,7 @@ LEAK_MOST_FALLS = 0.3  # ... or, where the pool ran out, few go down (a ratchet 
 RETURNED_DIP_STRETCHES = 2  # a swap to another model and back is over within hours
 LEAK_CLICKS = 2  # ... and clicked more than once: one rise is a step
 CLIMB_READINGS = 6  # half-hourly bundles through the incident window: enough to see a climb
+SHARED_JUMP = 0.75  # the host's floor jumping three quarters of the card's: one pool
 FLOOR_NOISE = 0.1  # a floor moving under a tenth of the run's rise has neither risen nor fallen
 TIGHT_SHARE = 0.05  # under this share available, an idle holder keeps others out (a
 #                     GB10 holding its one model runs at 10% available, and is fine)
@@ -1006,6 +1007,14 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             if len(released) >= LEAK_MIN_STRETCHES:
                 floors, levels = released, [v for _, v in released]
                 onset = _rising_floors(levels, least, ceiling, room)
+        own = _less_the_card(f, floors) if name == "memory_used" and onset is not None else None
+        if own and _rising_floors([v for _, v in own], least, ceiling, room) is None:
+            j.evidence_against.append(
+                f"the {label} floor rose with the accelerator's: less the card's it went from "
+                f"{_gib(own[0][1])} to {_gib(own[-1][1])} and did not ratchet, nor did the "
+                "card's own floors: models loaded into the shared pool"
+            )
+            return
         elsewhere = name == "memory_used" and onset is not None and _held_elsewhere(f, levels)
         if elsewhere:
             j.evidence_against.append(elsewhere)
@@ -1051,6 +1060,30 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             j.evidence_against.append(f"the {label} floor is flat between bursts: {said}")
         else:
             j.evidence_against.append(f"the {label} floor did not ratchet: {said}")
+
+
+def _less_the_card(f: Facts, floors: list[tuple[float, float]]) -> list[tuple[float, float]] | None:
+    """The host's floors less the card's at the same stretches, where the two share one
+    pool: the card's largest jump between two stretches, the size of a model, shows in the
+    host's floors as much (a discrete card's load leaves the host's line where it was).
+    None where nothing says the pool is shared."""
+    if not _history(f, "accelerator_used"):
+        return None
+    card = _card_floors(f)
+    host = [(t, v) for t, v in floors if t in card]
+    pairs = list(zip(host, host[1:], strict=False))
+    if not pairs:
+        return None
+    (t0, h0), (t1, h1) = max(pairs, key=lambda p: card[p[1][0]] - card[p[0][0]])
+    jump = card[t1] - card[t0]
+    if jump < MODEL_MIN_BYTES or h1 - h0 < SHARED_JUMP * jump:
+        return None
+    return [(t, v - card[t]) for t, v in host]
+
+
+def _card_floors(f: Facts) -> dict[float, float]:
+    """The card's quiet floors up to the failure, by the stretch they begin."""
+    return dict(_quiet_floors(f, "accelerator_used", _window(f).upto(f.series["accelerator_used"])))
 
 
 def _held_elsewhere(f: Facts, levels: list[float]) -> str | None:
@@ -1114,9 +1147,7 @@ def _one_step(
         # On a shared pool what is loaded into the card shows in the host's line too. The
         # card's own floors were read first and did not ratchet: a host rise that is
         # mostly the card's is its models loading, not a leak.
-        card = dict(
-            _quiet_floors(f, "accelerator_used", _window(f).upto(f.series["accelerator_used"]))
-        )
+        card = _card_floors(f)
         if floors[0][0] in card and floors[-1][0] in card:
             rose = card[floors[-1][0]] - card[floors[0][0]]
             if rose >= LEAK_ONE_JUMP * (levels[-1] - levels[0]):
@@ -2050,6 +2081,14 @@ def _exhaustion_in_window(f: Facts, j: Judgement, machine_kill: bool, card_grew:
     low = min(before)
     share = low / total
     killed = machine_kill or _kills_in_history(f) > 0
+    if usual and low >= min(usual) and not killed and not f.lines.get("host-alloc-fail"):
+        # As short earlier in the day and nothing ran out: the level the machine lives at
+        # (an engine that preallocates the pool, a cache sized to fill it), not a shortage.
+        j.evidence_against.append(
+            f"available memory was as low earlier in the day ({_gib(min(usual))}) and "
+            "nothing was killed: the level this machine runs at"
+        )
+        return
     # The shortage weighs as this fault's evidence unless nothing ran out (no kill, no
     # allocation failure, no pool full) and the machine stalled: then the stall it caused
     # is the fault, and how the shortage looked is told but weighs nothing.

@@ -1291,3 +1291,81 @@ def test_the_same_pile_up_with_nothing_failed_is_not_named(tmp_path):
     result = verdict(tmp_path, _storm(("cron", "baseline")))
     queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
     assert not any("piled up" in e for e in queue["evidence_for"]), queue
+
+
+MEMCG_KILL = (
+    "Memory cgroup out of memory: Killed process 417966 (python3) total-vm:5785958kB, "
+    "anon-rss:2034237kB, file-rss:8192kB, shmem-rss:0kB, UID:0 pgtables:4188kB oom_score_adj:0"
+)
+
+
+def _preallocated(last_hours_gib: float) -> Builder:
+    """A GB10 running vLLM, which takes most of the shared pool at start: 6 GiB of 128
+    available all day, a notebook killed inside its own cgroup five hours before a cron
+    baseline. In the last two hours available memory stood at `last_hours_gib`."""
+    n = len(DAY)
+    free = noisy([6 * GIB if i < n - 24 else last_hours_gib * GIB for i in range(n)], 0.2 * GIB)
+    b = Builder("spark-2", AT, total=TOTAL, trigger=("cron", "baseline"))
+    b.memory([(t, TOTAL - free[-1]) for t in WINDOW]).pressure([(t, 0.0) for t in WINDOW])
+    b.processes([{"pid": 700, "name": "vllm", "rss_bytes": 4 * GIB}]).host().logs([])
+    b.engines([engine("vllm", "vllm", {"vllm:num_requests_running": 0.0})])
+    b.kernel([MEMCG_KILL], ago_s=5 * 3600)
+    return history(b, {"host_memory_available": plain("node_memory_MemAvailable_bytes", free)})
+
+
+def test_available_memory_as_low_all_day_with_nothing_killed_is_the_machines_level(tmp_path):
+    result = verdict(tmp_path, _preallocated(6))
+    assert result["verdict"] == "no-fault", scores(result)
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    assert any("the level this machine runs at" in e for e in host["evidence_against"]), host
+
+
+def test_available_memory_lower_tonight_than_all_day_still_counts(tmp_path):
+    result = verdict(tmp_path, _preallocated(2))
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    assert not any("the level this machine runs at" in e for e in host["evidence_against"])
+    assert any("available memory fell to" in e for e in host["evidence_for"]), host
+
+
+def _model_loaded_into_gtt(card_jump_gib: float) -> Builder:
+    """A Strix Halo (one pool; the card's GTT use is in the host's line): the host's own
+    memory follows a day (12.4 GiB in the evening, 5.5 GiB through the night, back up to
+    12.6 GiB by the next evening), and Ollama loaded its model on demand for an hour at the
+    start of the day and again two and a half hours before a manual capture: the card's
+    line stepped from 0.6 GiB by `card_jump_gib`. Nothing failed."""
+    n = len(DAY)
+    own = _floors([(0, 12.4 * GIB), (48, 5.5 * GIB), (144, 9.0 * GIB), (168, 9.5 * GIB),
+                   (192, 10.1 * GIB), (216, 10.5 * GIB), (240, 11.3 * GIB), (264, 12.6 * GIB)],
+                  2 * GIB)  # fmt: skip
+    card = [(0.6 + (card_jump_gib if 6 <= i < 18 or i >= n - 30 else 0)) * GIB for i in range(n)]
+    # The host's line holds the card's model either way: without a jump on the card's line
+    # it is the host's own memory that rose.
+    used = [o + (0.6 + (7.5 if 6 <= i < 18 or i >= n - 30 else 0)) * GIB for i, o in enumerate(own)]
+    b = Builder("evo-x2", AT, total=TOTAL, trigger=("manual", None))
+    b.memory([(t, used[-1]) for t in WINDOW]).pressure([(t, 0.0) for t in WINDOW])
+    b.processes([{"pid": 800, "name": "ollama", "rss_bytes": GIB}]).host().kernel([]).logs([])
+    return history(
+        b,
+        {
+            "host_memory_available": plain("node_memory_MemAvailable_bytes",
+                                           [TOTAL - u for u in used]),
+            "accelerator_memory_used": _series("local-llm", card),
+            "accelerator_memory_total": _series("local-llm", [96.0 * GIB] * n),
+        },
+    )  # fmt: skip
+
+
+def test_a_host_floor_that_rose_with_the_cards_model_on_one_pool_is_no_leak(tmp_path):
+    result = verdict(tmp_path, _model_loaded_into_gtt(7.5))
+    assert result["verdict"] == "no-fault", scores(result)
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert leak["score"] == 0, leak
+    assert any("models loaded into the shared pool" in e for e in leak["evidence_against"]), leak
+
+
+def test_the_same_host_rise_with_the_cards_line_flat_is_the_hosts_own(tmp_path):
+    result = verdict(tmp_path, _model_loaded_into_gtt(0))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert any("floor rose in the quiet hours" in e for e in leak["evidence_for"]), leak
+    against = leak["evidence_against"]
+    assert not any("models loaded into the shared pool" in e for e in against), leak
