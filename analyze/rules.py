@@ -65,6 +65,7 @@ PSI_FULL_HIGH = 5.0
 HOUR_S = 3600.0
 SLOW_ANSWER_S = 60.0  # a minute per answer is a queue for a chat engine, not generation
 PROGRESS_LINES = 3  # three answered requests in the log's tail: the application works
+WORKING_S = 300.0  # progress counters that moved in the last minutes: the application works
 GAVE_UP_SHARE = 0.2  # a fifth of the log's requests cancelled by their callers: they waited
 GAVE_UP_LINES = 5  # ... and five at least: one impatient user is not a queue
 QUEUE_AT_CAPTURE = 4  # four callers waiting at once behind full slots is a queue
@@ -579,11 +580,13 @@ def _hourly_increase(series: shapes.Series, end: float) -> dict[int, float]:
     return out
 
 
-def _prompts_grew(f: Facts, j: Judgement) -> bool | None:
+def _prompt_lengths(f: Facts) -> tuple[bool | None, str] | None:
     """Prompt tokens per generated token, hour by hour: a conversation that grows resends a
     longer history for answers of the same size, while more callers add prompts and
     answers alike. The hour before the failure against every hour before the incident
-    window: a rise past the highest of them is longer context at the same load."""
+    window: whether it rose past the highest of them (longer context at the same load),
+    and the figures in words (None and what is missing without the hours to tell); None
+    where the engine counts no tokens."""
     if not (_history(f, "tokens_prompt") and _history(f, "tokens_generated")):
         return None
     w = _window(f)
@@ -596,19 +599,29 @@ def _prompts_grew(f: Facts, j: Judgement) -> bool | None:
     # nothing of lengths).
     latest = next((h for h in range(inside) if h in ratio), None)
     if latest is None or len(usual) < 3:
-        j.missing.append("hours of prompt and generated tokens before the incident and in it")
-        return None
+        return None, "hours of prompt and generated tokens before the incident and in it"
     now, before = ratio[latest], max(usual)
     said = (
         f"{now:.1f} prompt tokens per generated token in the latest busy hour before the "
         f"failure, against at most {before:.1f} in any hour before the incident window"
     )
-    if now > CREEP_OVER_USUAL * before:
-        grew = f"the prompts grew longer for answers of the same size: {said}"
-        j.add(3 if w.failure else 1, grew)
-        return True
-    j.evidence_against.append(f"the prompts kept their usual length: {said}")
-    return False
+    return now > CREEP_OVER_USUAL * before, said
+
+
+def _prompts_grew(f: Facts, j: Judgement) -> bool | None:
+    """The prompt lengths as the creep's evidence, for or against."""
+    lengths = _prompt_lengths(f)
+    if lengths is None:
+        return None
+    grew, said = lengths
+    if grew is None:
+        j.missing.append(said)
+    elif grew:
+        words = f"the prompts grew longer for answers of the same size: {said}"
+        j.add(3 if _window(f).failure else 1, words)
+    else:
+        j.evidence_against.append(f"the prompts kept their usual length: {said}")
+    return grew
 
 
 def _preempted(f: Facts, j: Judgement) -> None:
@@ -677,6 +690,16 @@ def concurrency_overload(f: Facts) -> Judgement:
             j.evidence_for.append(f"up to {max(running):.0f} requests ran at once")
     if f.lines.get("slot-unavailable"):
         j.add(2, f"the log says a slot was unavailable: {_last(f, 'slot-unavailable')}")
+    lengths = _prompt_lengths(f)
+    if j.score and lengths and lengths[0]:
+        # The same callers resending longer histories hold each slot longer (as many
+        # callers, each answer slower: more of them running at once, and a queue): the
+        # queue forms behind the conversations' length, not behind more of them.
+        j.score = min(j.score - 2, 1)
+        j.evidence_against.append(
+            f"the prompts grew longer for answers of the same size ({lengths[1]}): each "
+            "request held its slot longer; the queue is the longer context's"
+        )
     return j
 
 
@@ -2674,13 +2697,15 @@ def false_liveness(f: Facts) -> Judgement:
                 f"{e['name']} accepted the connection and never answered: the port is "
                 "up, the application is not",
             )
-    done = f.lines.get("request-done", [])
-    if j.score and len(done) >= PROGRESS_LINES:
-        # Requests kept being answered: the application was not stuck, it was behind.
-        j.score -= 2
+    working = _working(f)
+    if j.score and working:
+        # Requests kept being answered: the application was not stuck, it was behind. Where
+        # its own endpoints answered at the capture too, only the deep check's wait is left.
+        hung = any(e["status"] == "timeout" for e in f.engines)
+        j.score = j.score - 2 if hung else min(j.score - 2, 1)
         j.evidence_against.append(
-            f"the engine's log shows {len(done)} requests answered: it was working, not "
-            f"stuck (the last: {done[-1][:120]})"
+            f"{working}: it was working, not stuck"
+            + ("" if hung else ", and the engines' own endpoints answered at the capture")
         )
     queue = _queued_at_capture(f)
     if j.score and queue:
@@ -2694,6 +2719,28 @@ def false_liveness(f: Facts) -> Judgement:
     elif not j.score:
         j.evidence_against.append("every layer that was asked answered")
     return j
+
+
+def _working(f: Facts) -> str | None:
+    """The engine answering requests up to the failure, in words: answered requests in its
+    log's tail, or its progress counters moving in the last readings before the end."""
+    done = f.lines.get("request-done", [])
+    if len(done) >= PROGRESS_LINES:
+        return f"the engine's log shows {len(done)} requests answered (the last: {done[-1][:120]})"
+    w = _window(f)
+    for name, words in PROGRESS:
+        pts = [(t, v) for t, v in w.upto(f.series.get(name, [])) if v is not None and t <= w.end]
+        # The last reading inside the last minutes, against the one before it (a scrape
+        # every few minutes holds one reading there).
+        if len(pts) < 2 or pts[-1][0] < w.end - WORKING_S:
+            continue
+        (t0, v0), (t1, v1) = pts[-2], pts[-1]
+        if v1 > v0:
+            return (
+                f"{v1 - v0:.0f} {words} between readings {w.end - t0:.0f} s and "
+                f"{w.end - t1:.0f} s before the end"
+            )
+    return None
 
 
 def _queued_at_capture(f: Facts) -> str | None:

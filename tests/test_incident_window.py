@@ -283,6 +283,75 @@ def test_a_queue_through_the_ninety_minutes_before_the_failure_is_sustained(tmp_
     assert any("through the incident" in e for e in queue["evidence_for"])
 
 
+def _office_queue(per_answer_tonight: float) -> Builder:
+    """vLLM with four slots through office hours every day; the last three hours every slot
+    was held and three requests waited, until a check timed out. Each hour (a little traffic
+    at night) sent six prompt tokens per generated token, tonight `per_answer_tonight`."""
+    n = len(DAY)
+    office = [100 <= i < 200 for i in range(n)]
+    tonight = [i > n - 36 for i in range(n)]
+    running = [4.0 if t else 2.0 if o else 0.0 for t, o in zip(tonight, office, strict=True)]
+    waiting = [3.0 if t else 0.0 for t in tonight]
+    generated, prompts, gen, prompt = [], [], 0.0, 0.0
+    for t, o in zip(tonight, office, strict=True):
+        step = 300.0 if t or o else 50.0
+        gen, prompt = gen + step, prompt + step * (per_answer_tonight if t else 6)
+        generated.append(gen)
+        prompts.append(prompt)
+    return base(trigger=("healthcheck", "gateway", "no answer within 60 s")).prometheus(
+        {
+            "host_memory_available": available(healthy_bursts()),
+            "requests_running": list(zip(DAY, running, strict=True)),
+            "requests_waiting": list(zip(DAY, waiting, strict=True)),
+            "tokens_generated": list(zip(DAY, generated, strict=True)),
+            "tokens_prompt": list(zip(DAY, prompts, strict=True)),
+        }
+    )
+
+
+def test_a_queue_behind_prompts_grown_five_times_longer_is_the_creeps(tmp_path):
+    result = verdict(tmp_path, _office_queue(per_answer_tonight=30))
+    assert result["verdict"] == "context-creep", scores(result)
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    assert any("the queue is the longer context's" in e for e in queue["evidence_against"])
+
+
+def test_the_same_queue_with_the_prompts_as_long_as_ever_is_overload(tmp_path):
+    result = verdict(tmp_path, _office_queue(per_answer_tonight=6))
+    assert result["verdict"] == "concurrency-overload", scores(result)
+
+
+def _deep_check_timed_out(generated: list[float]) -> Builder:
+    """vLLM's /health answered and the gateway's completion timed out at the capture; the
+    engine's own /metrics answered too. `generated`: its generated-token counter."""
+    reason = "no answer within 60 s"
+    return (
+        base(trigger=("healthcheck", "gateway", reason))
+        .checks(answered_while_timed_out(("vllm", "http"), "gateway", reason))
+        .engines([engine("qwen3-8b", "vllm", {"vllm:num_requests_running": 1.0})])
+        .prometheus(
+            {
+                "host_memory_available": available(healthy_bursts()),
+                "tokens_generated": list(zip(DAY, generated, strict=True)),
+            }
+        )
+    )
+
+
+def test_a_deep_check_that_timed_out_while_the_engine_generated_to_the_end_is_no_hang(tmp_path):
+    result = verdict(tmp_path, _deep_check_timed_out([150.0 * i for i in range(len(DAY))]))
+    assert result["verdict"] != "false-liveness", scores(result)
+    liveness = next(c for c in result["candidates"] if c["fault"] == "false-liveness")
+    assert any("it was working, not stuck" in e for e in liveness["evidence_against"])
+
+
+def test_the_same_timeout_with_the_counter_stopped_an_hour_before_is_a_hang(tmp_path):
+    stopped = len(DAY) - 12
+    counter = [150.0 * min(i, stopped) for i in range(len(DAY))]
+    result = verdict(tmp_path, _deep_check_timed_out(counter))
+    assert result["verdict"] == "false-liveness", scores(result)
+
+
 def test_the_usual_evening_queue_is_not_tonights_fault(tmp_path):
     # Every evening from 18 to 21 h requests queue; the capture is at 20 h, nothing failed.
     at = AT + 17 * 3600  # 20:00 UTC
