@@ -200,22 +200,28 @@ def _cache_filled_by_longer_chats() -> Builder:
     running = [1.0 if g else 4.0 if o else 0.0 for g, o in zip(grown, office, strict=True)]
     waiting = [6.0 if g else 0.0 for g in grown]
     cache = [0.98 if g else 0.1 * r for g, r in zip(grown, running, strict=True)]
-    generated, prompts, gen, prompt = [], [], 0.0, 0.0
-    for g, o in zip(grown, office, strict=True):
-        step = 100.0 if g else 400.0 if o else 0.0
-        gen, prompt = gen + step, prompt + step * (60 if g else 6)
-        generated.append(gen)
-        prompts.append(prompt)
+    steps = [100.0 if g else 400.0 if o else 0.0 for g, o in zip(grown, office, strict=True)]
     return base(trigger=("healthcheck", "gateway", "no answer within 120 s")).prometheus(
         {
             "host_memory_available": available(healthy_bursts()),
             "requests_running": list(zip(DAY, running, strict=True)),
             "requests_waiting": list(zip(DAY, waiting, strict=True)),
             "kv_cache_usage": list(zip(DAY, cache, strict=True)),
-            "tokens_generated": list(zip(DAY, generated, strict=True)),
-            "tokens_prompt": list(zip(DAY, prompts, strict=True)),
+            **_token_counters(steps, [60 if g else 6 for g in grown]),
         }
     )
+
+
+def _token_counters(generated: list[float], per_answer: list[float]) -> dict[str, list]:
+    """The generated and prompt token counters of a day: `generated` tokens in each five
+    minutes, each with `per_answer` prompt tokens."""
+    gen = prompt = 0.0
+    counters: dict[str, list] = {"tokens_generated": [], "tokens_prompt": []}
+    for t, step, ratio in zip(DAY, generated, per_answer, strict=True):
+        gen, prompt = gen + step, prompt + step * ratio
+        counters["tokens_generated"].append((t, gen))
+        counters["tokens_prompt"].append((t, prompt))
+    return counters
 
 
 def test_a_queue_behind_free_slots_while_the_cache_filled_is_a_creep(tmp_path):
@@ -292,19 +298,13 @@ def _office_queue(per_answer_tonight: float) -> Builder:
     tonight = [i > n - 36 for i in range(n)]
     running = [4.0 if t else 2.0 if o else 0.0 for t, o in zip(tonight, office, strict=True)]
     waiting = [3.0 if t else 0.0 for t in tonight]
-    generated, prompts, gen, prompt = [], [], 0.0, 0.0
-    for t, o in zip(tonight, office, strict=True):
-        step = 300.0 if t or o else 50.0
-        gen, prompt = gen + step, prompt + step * (per_answer_tonight if t else 6)
-        generated.append(gen)
-        prompts.append(prompt)
+    steps = [300.0 if t or o else 50.0 for t, o in zip(tonight, office, strict=True)]
     return base(trigger=("healthcheck", "gateway", "no answer within 60 s")).prometheus(
         {
             "host_memory_available": available(healthy_bursts()),
             "requests_running": list(zip(DAY, running, strict=True)),
             "requests_waiting": list(zip(DAY, waiting, strict=True)),
-            "tokens_generated": list(zip(DAY, generated, strict=True)),
-            "tokens_prompt": list(zip(DAY, prompts, strict=True)),
+            **_token_counters(steps, [per_answer_tonight if t else 6 for t in tonight]),
         }
     )
 
