@@ -27,6 +27,7 @@ CAUSES = (
     "leak-ratchet",
     "swap-not-unloaded",
     "admission-overcommit",
+    "build-swarm",
 )
 ENDING_DISCOUNT = 3
 AMBIGUOUS_WITHIN = 1

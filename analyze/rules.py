@@ -58,6 +58,8 @@ COMPILERS = (
     "nvlink",
 )
 BUILD_SHARE = 0.30  # compilers holding this share of memory are load, not background
+BUILD_JOB_BYTES = 2 * GIB  # one C++ or CUDA compile job at its peak (flash-attention's: more)
+BUILD_JOBS_MANY = 32  # jobs whose 64 GiB outgrow most workstations, where memory is unknown
 CARD_OOM_TAGS = ("cuda-oom", "hip-oom", "metal-oom", "vulkan-oom")  # the card's own words
 PSI_SOME_HIGH = 10.0  # % of time some task stalled on memory (avg10)
 PSI_FULL_HIGH = 5.0
@@ -2575,17 +2577,64 @@ def build_swarm(f: Facts) -> Judgement:
     j = Judgement()
     if not f.processes or not f.memory_total:
         j.missing.append("the process table and the machine's memory")
-        return j
-    compilers = [p for p in f.processes if (p["name"] or "") in COMPILERS]
-    held = sum(p["rss_bytes"] or 0 for p in compilers)
-    share = held / f.memory_total
-    if share >= BUILD_SHARE:
-        j.add(4, f"{len(compilers)} compiler processes hold {_gib(held)}, {share:.0%} of memory")
-    elif compilers:
-        j.add(1, f"{len(compilers)} compiler processes hold {_gib(held)} ({share:.0%})")
     else:
-        j.evidence_against.append("no compiler was running")
+        compilers = [p for p in f.processes if (p["name"] or "") in COMPILERS]
+        held = sum(p["rss_bytes"] or 0 for p in compilers)
+        share = held / f.memory_total
+        if share >= BUILD_SHARE:
+            j.add(
+                4, f"{len(compilers)} compiler processes hold {_gib(held)}, {share:.0%} of memory"
+            )
+        elif compilers:
+            j.add(1, f"{len(compilers)} compiler processes hold {_gib(held)} ({share:.0%})")
+        else:
+            j.evidence_against.append("no compiler was running")
+    _compiler_killed(f, j)
+    _build_jobs(f, j)
     return j
+
+
+def _compiler_killed(f: Facts, j: Judgement) -> None:
+    """A compiler killed mid-build: by the kernel's line, or by the build's own words for
+    a SIGKILL (what a person pastes where no kernel line was kept)."""
+    compilers = [
+        text for _, text in _recent_kills(f) if (named := victim(text)) and named[0] in COMPILERS
+    ]
+    if compilers:
+        j.add(4, f"the OOM killer took a compiler: {compilers[-1][:160]}")
+    elif said := f.lines.get("compiler-killed"):
+        j.add(4, f"the build's log says a compiler was killed: {said[-1].strip()[:160]}")
+
+
+_JOBS = re.compile(r"(?:-j(?:=|\s+|',\s*')?|--parallel[= ]|MAX_JOBS=)(\d+)")
+
+
+def _build_jobs(f: Facts, j: Judgement) -> None:
+    """A build that failed with many jobs at once: each C++ or CUDA compile holds a GiB or
+    more (flash-attention's kernels several), so the job count against the machine's
+    memory says whether the jobs could fit."""
+    runs = [
+        (int(m.group(1)), line)
+        for line in f.lines.get("build-failed", [])
+        if (m := _JOBS.search(line))
+    ]
+    if not runs:
+        return
+    jobs, line = max(runs)
+    asked = jobs * BUILD_JOB_BYTES
+    said = f"a build running {jobs} jobs at once failed ({line.strip()[:120]})"
+    ask = f"at ~{_gib(BUILD_JOB_BYTES)} a job they ask {_gib(asked)}"
+    if f.memory_total and asked >= f.memory_total:
+        j.add(3, f"{said}: {ask} of {_gib(f.memory_total)}")
+    elif f.memory_total:
+        j.evidence_against.append(
+            f"{said}, but {_gib(asked)} for its jobs fits {_gib(f.memory_total)}"
+        )
+    elif jobs >= BUILD_JOBS_MANY:
+        j.add(3, f"{said}: {ask}, more than most machines hold")
+        j.missing.append("the machine's memory, to weigh the jobs against")
+    else:
+        j.missing.append(f"the machine's memory, to weigh {jobs} jobs against")
 
 
 @rule("admission-overcommit")

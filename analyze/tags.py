@@ -51,6 +51,20 @@ TAGS: tuple[tuple[str, str], ...] = (
         r"has been killed by the OOM killer|Failed with result 'oom-kill'",
     ),
     ("hung-task", r"blocked for more than \d+ seconds|hung_task"),
+    # A compiler killed mid-build, in the words gcc, nvcc and the linkers print for a
+    # SIGKILL (the OOM killer's signal): what a build's log says where no kernel line is.
+    (
+        "compiler-killed",
+        r"Killed signal terminated program|internal compiler error: Killed"
+        r"|died due to signal 9|terminated with signal 9",
+    ),
+    # A build that failed, as setup.py, make and ninja report it: its command line says how
+    # many jobs ran at once.
+    (
+        "build-failed",
+        r"CalledProcessError: Command .* returned non-zero exit status"
+        r"|ninja: build stopped: subcommand failed|make(?:\[\d+\])?: \*\*\* .*Error \d+",
+    ),
     # Ollama's estimate before a load: what the model needs against what the GPUs have.
     ("load-estimate", r"memory\.required\.full="),
     # An engine saying it released its model: vLLM's sleep mode, with what it freed;

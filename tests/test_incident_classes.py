@@ -358,3 +358,51 @@ def test_ollamas_rocm_out_of_memory_is_the_card_running_out(tmp_path):
     result = verdict(tmp_path, base(trigger=("healthcheck", "ollama", "HTTP 500")).logs([line]))
     oom = next(c for c in result["candidates"] if c["fault"] == "accelerator-oom")
     assert oom["score"] > 0 and "hip-oom" in oom["evidence_for"][0], scores(result)
+
+
+# -- a build's own words (bs-vllm-source-build-j64-oom) ----------------------------------------
+
+# `make -j4` on a 4 GB droplet, as pasted in hoytech/strfry#41.
+GCC_KILLED = [
+    "g++: fatal error: Killed signal terminated program cc1plus",
+    "compilation terminated.",
+    "make: *** [golpe/rules.mk:28: build/config.o] Error 1",
+    "make: *** Waiting for unfinished jobs....",
+]
+
+
+def setup_py_failed(jobs: int) -> list[str]:
+    """The line pip prints when vLLM's setup.py build fails (vllm-project/vllm#8878)."""
+    return [
+        "      subprocess.CalledProcessError: Command '['cmake', '--build', '.', "
+        f"'-j={jobs}', '--target=_core_C', '--target=_C']' returned non-zero exit status 1."
+    ]
+
+
+def test_a_compiler_the_build_says_was_killed_is_the_build_swarm(tmp_path):
+    result = verdict(tmp_path, base().logs(GCC_KILLED))
+    assert result["verdict"] == "build-swarm", scores(result)
+    assert "a compiler was killed" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_the_kernel_taking_a_compiler_is_the_build_swarm(tmp_path):
+    kill = (
+        "Out of memory: Killed process 24212 (cicc) total-vm:9874660kB, anon-rss:7340032kB, "
+        "file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:14360kB oom_score_adj:0"
+    )
+    result = verdict(tmp_path, base().kernel([kill]))
+    assert result["verdict"] == "build-swarm", scores(result)
+    assert "the OOM killer took a compiler" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_a_build_asking_more_than_the_machine_for_its_jobs_is_the_build_swarm(tmp_path):
+    result = verdict(tmp_path, base().logs(setup_py_failed(96)))  # 96 jobs on 128 GiB
+    assert result["verdict"] == "build-swarm", scores(result)
+    assert "96 jobs at once failed" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_a_build_whose_jobs_fit_the_machine_failed_for_its_own_reasons(tmp_path):
+    result = verdict(tmp_path, base().logs(setup_py_failed(8)))
+    swarm = next(c for c in result["candidates"] if c["fault"] == "build-swarm")
+    assert swarm["score"] == 0, scores(result)
+    assert any("fits 128.0 GiB" in e for e in swarm["evidence_against"]), swarm

@@ -39,6 +39,7 @@ DECIDED_BY = {
     "lr-ollama-rocm-unload-floor-300mb": "the card held 0.1 GiB, 0.4 GiB, 0.7 GiB",
     "su-ollama-stopping-vram-not-released": "min after it was to be unloaded",
     "is-ollama-keepalive-holds-24gb": "with the accelerator at 0 %",
+    "bs-vllm-source-build-j64-oom": "a build running 64 jobs at once failed",
     "neg-xid79-fixed-by-dedicated-circuit": None,  # nothing decides: insufficient-evidence
 }
 # Incidents not yet read right, each with the reason: strict, so a fix is noticed.
@@ -50,8 +51,6 @@ NOT_YET = {
     "measured; llama-server's sleep lines are not read yet",
     "he-llamaserver-prompt-cache-daily-global-oom": "the kills are described with no "
     "kernel line quoted and no available memory",
-    "bs-vllm-source-build-j64-oom": "no process table and no kernel line: only the build's "
-    "exit status, which nothing reads",
     "neg-vllm-preallocates-90pct-by-design": "a look at the GPU alone: no-fault needs "
     "memory, pressure and processes measured",
 }
