@@ -48,7 +48,7 @@ NOT_YET = {
     "request-rate figures fit no probe, so the bundle is one timed-out check",
     "lr-vllm-n-gt-1-seq-id-map": "the thread quotes no output and gives no figure",
     "su-llamacpp-sleep-mtp-vram-kept": "the VRAM kept while asleep is described, never "
-    "measured; llama-server's sleep lines are not read yet",
+    "measured, and no sleep line is quoted (llama-server's are read where they are)",
     "he-llamaserver-prompt-cache-daily-global-oom": "the kills are described with no "
     "kernel line quoted and no available memory",
     "neg-vllm-preallocates-90pct-by-design": "a look at the GPU alone: no-fault needs "
