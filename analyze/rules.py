@@ -535,7 +535,7 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
             j.add(_unless_healthy(w, name), grew)
         else:
             j.evidence_against.append(f"{label} stayed in its usual range: {said}")
-    _preempted(f, j)
+    _preempted(f, j, explained=bool(busier) or prompts is False)
     if not f.has("requests_running"):
         j.missing.append("requests running")
     elif j.score:
@@ -626,10 +626,12 @@ def _prompts_grew(f: Facts, j: Judgement) -> bool | None:
     return grew
 
 
-def _preempted(f: Facts, j: Judgement) -> None:
+def _preempted(f: Facts, j: Judgement, explained: bool) -> None:
     """vLLM and SGLang preempt a running request when the KV cache has no room for the
     conversations: preemptions in the hour before, where the hours before had few, are
-    the cache running out (a cache already near full all day says nothing by its level)."""
+    the cache running out (a cache already near full all day says nothing by its level).
+    `explained`: more callers came, or the prompts kept their length; then more sequences
+    filled the cache, and its running out is theirs."""
     if not _history(f, "preemptions"):
         return
     w = _window(f)
@@ -641,8 +643,8 @@ def _preempted(f: Facts, j: Judgement) -> None:
     usual = max(per_hour, default=0.0)
     if now > 0 and now >= PREEMPT_OVER_USUAL * max(usual, 1.0):
         # Alone, and with something failed, the cache running out is the creep; on a day
-        # when nothing failed a few preemptions are a note.
-        points = 3 if w.failure and not j.score else 1
+        # when nothing failed, or beside a load that explains it, a note.
+        points = 3 if w.failure and not j.score and not explained else 1
         j.add(
             points,
             f"{now:.0f} requests were preempted for want of KV cache in the hour before, "

@@ -289,7 +289,7 @@ def test_a_queue_through_the_ninety_minutes_before_the_failure_is_sustained(tmp_
     assert any("through the incident" in e for e in queue["evidence_for"])
 
 
-def _office_queue(per_answer_tonight: float) -> Builder:
+def _office_queue(per_answer_tonight: float, preempted_tonight: float = 0.0) -> Builder:
     """vLLM with four slots through office hours every day; the last three hours every slot
     was held and three requests waited, until a check timed out. Each hour (a little traffic
     at night) sent six prompt tokens per generated token, tonight `per_answer_tonight`."""
@@ -305,6 +305,9 @@ def _office_queue(per_answer_tonight: float) -> Builder:
             "requests_running": list(zip(DAY, running, strict=True)),
             "requests_waiting": list(zip(DAY, waiting, strict=True)),
             **_token_counters(steps, [per_answer_tonight if t else 6 for t in tonight]),
+            "preemptions": [
+                (t, preempted_tonight * max(0, i - (n - 36))) for i, t in enumerate(DAY)
+            ],
         }
     )
 
@@ -319,6 +322,13 @@ def test_a_queue_behind_prompts_grown_five_times_longer_is_the_creeps(tmp_path):
 def test_the_same_queue_with_the_prompts_as_long_as_ever_is_overload(tmp_path):
     result = verdict(tmp_path, _office_queue(per_answer_tonight=6))
     assert result["verdict"] == "concurrency-overload", scores(result)
+
+
+def test_preemptions_beside_more_callers_with_prompts_as_long_are_the_load(tmp_path):
+    result = verdict(tmp_path, _office_queue(per_answer_tonight=6, preempted_tonight=1))
+    assert result["verdict"] == "concurrency-overload", scores(result)
+    creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+    assert any("preempted" in e for e in creep["evidence_for"]) and creep["score"] < 3, creep
 
 
 def _deep_check_timed_out(generated: list[float]) -> Builder:
