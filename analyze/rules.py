@@ -2728,7 +2728,12 @@ def _contrast(f: Facts) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 def _live_hang(f: Facts) -> bool:
     """Seen live at the capture: the port accepts and nothing answers."""
     passed, failed = _contrast(f)
-    return bool(passed and failed) or any(e["status"] == "timeout" for e in f.engines)
+    return bool(passed and failed) or bool(_silent_engines(f))
+
+
+def _silent_engines(f: Facts) -> list[dict[str, Any]]:
+    """The engines that accepted the connection and never answered at the capture."""
+    return [e for e in f.engines if e["status"] == "timeout"]
 
 
 @rule("false-liveness")
@@ -2741,18 +2746,18 @@ def false_liveness(f: Facts) -> Judgement:
             f"{passed[0]['name']} ({passed[0]['kind']}) answered while "
             f"{failed[0]['name']} ({failed[0]['kind']}) failed: {failed[0]['reason']}",
         )
-    for e in f.engines:
-        if e["status"] == "timeout":
-            j.add(
-                3,
-                f"{e['name']} accepted the connection and never answered: the port is "
-                "up, the application is not",
-            )
+    silent = _silent_engines(f)
+    for e in silent:
+        j.add(
+            3,
+            f"{e['name']} accepted the connection and never answered: the port is "
+            "up, the application is not",
+        )
     working = _working(f)
     if j.score and working:
         # Requests kept being answered: the application was not stuck, it was behind. Where
         # its own endpoints answered at the capture too, only the deep check's wait is left.
-        hung = any(e["status"] == "timeout" for e in f.engines)
+        hung = bool(silent)
         j.score = j.score - 2 if hung else min(j.score - 2, 1)
         j.evidence_against.append(
             f"{working}: it was working, not stuck"
