@@ -36,7 +36,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test,bench]'
 	@# An editable install is not byte-compiled, and a capture pays ~0.1 s to compile
 	@# its modules on every start where PYTHONDONTWRITEBYTECODE is set: compile once.
-	$(BIN)/python -m compileall -q capture analyze schemas reports > /dev/null
+	$(BIN)/python -m compileall -q evidence > /dev/null
 	@touch $@
 
 demo: $(VENV)/.installed

@@ -173,12 +173,12 @@ def file_bytes(path: Path) -> int:
 
 
 def bench(args: argparse.Namespace, scratch: Path) -> int:
-    from analyze.baseline import baseline
-    from analyze.classify import classify
-    from analyze.ingest import DATABASE, connect, ingest
-    from analyze.report import report
-    from analyze.timeline import timeline
-    from reports.html import report_page
+    from evidence.analyze.baseline import baseline
+    from evidence.analyze.classify import classify
+    from evidence.analyze.ingest import DATABASE, connect, ingest
+    from evidence.analyze.report import report
+    from evidence.analyze.timeline import timeline
+    from evidence.reports.html import report_page
 
     root = scratch / "archive"
     hosts = f"{args.hosts} host{'s' if args.hosts != 1 else ''}"

@@ -25,7 +25,7 @@ from typing import Any
 
 from benchlib import MB, Row, fmt_mb, fmt_s, machine, render, verdict
 
-from capture.runner import SEAL_MARGIN_S
+from evidence.capture.runner import SEAL_MARGIN_S
 
 GOAL_FREEZE_S = 0.5
 GOAL_CPU_S = 1.0

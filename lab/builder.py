@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from capture.clock import iso, stamp
-from capture.probes.prometheus import QUERIES
+from evidence.archive.clock import iso, stamp
+from evidence.capture.probes.prometheus import QUERIES
 
 GIB = 1024**3
 KB = 1024

@@ -26,7 +26,7 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
-from schemas import schema_path
+from evidence.schemas import schema_path
 
 EVIDENCE = str(Path(sys.executable).parent / "evidence")
 PROJECT = Path(__file__).resolve().parent.parent
@@ -181,7 +181,7 @@ def _copy_code(place: Path) -> dict[str, str]:
         shutil.copytree(PROJECT / package, site / package, ignore=bytecode)
     for dist in _runtime_distributions():
         _copy_distribution(dist, site)
-    (place / "evidence").write_text("from analyze.cli import run\n\nrun()\n")
+    (place / "evidence").write_text("from evidence.cli import run\n\nrun()\n")
     _open_to_all(place)
     return {**os.environ, "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
 
@@ -190,7 +190,7 @@ def _python_for_nobody(env: dict[str, str], place: Path) -> tuple[str | None, st
     """The first Python of this version that nobody can run and that imports the copy."""
     tried = []
     for python in _pythons():
-        probe = as_nobody([python, "-c", "import analyze.cli"], env, place)
+        probe = as_nobody([python, "-c", "import evidence.cli"], env, place)
         if probe.returncode == 0:
             return python, ""
         tried.append(f"{python}: {(probe.stderr.strip().splitlines() or ['?'])[-1]}")

@@ -30,8 +30,8 @@ from typing import Any
 
 import orjson
 
-from capture.clock import iso
-from capture.gpu import DEVICE_FIELDS
+from evidence.archive.clock import iso
+from evidence.capture.gpu import DEVICE_FIELDS
 from lab.builder import Builder
 
 # The shared folder beside the checkout, as lab/eval/peer.py finds the seeds.

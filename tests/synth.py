@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from capture.clock import iso, stamp
+from evidence.archive.clock import iso, stamp
 from lab.builder import GIB, KB
 
 

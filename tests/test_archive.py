@@ -20,10 +20,10 @@ from conftest import EVIDENCE, bundle_errors, bundles, run_evidence
 from freezegun import freeze_time
 from synth import GIB, Host, write_bundle
 
-from analyze.cli import main
-from analyze.export import read_back
-from analyze.ingest import QUARANTINE
-from capture.archive import INGEST_LOCK as LOCK
+from evidence.analyze.export import read_back
+from evidence.analyze.ingest import QUARANTINE
+from evidence.archive.lock import INGEST_LOCK as LOCK
+from evidence.cli import main
 
 NOW = datetime(2026, 11, 10, 12, 0, tzinfo=UTC)
 
@@ -145,7 +145,7 @@ def test_every_kind_of_broken_bundle_is_quarantined_and_the_rest_ingest(tmp_path
     before = tree_digest(tmp_path / "bundles")
 
     result = run_evidence("ingest", "--archive", str(tmp_path), "--json")
-    assert result.returncode == 1  # some were quarantined: a script notices
+    assert result.returncode == 8  # some were quarantined: a script notices
     summary = orjson.loads(result.stdout)
     assert summary["ingested"] == 2 and summary["partial"] == 1
     reasons = {Path(q["path"]).name: q["reason"] for q in summary["quarantined"]}
@@ -286,8 +286,9 @@ def test_sql_is_read_only_and_speaks_json_and_csv(fleet):
 
 def test_the_collector_never_loads_duckdb():
     code = (
-        "import sys; import analyze.cli, capture.runner, capture.probes; "
-        "capture.probes.ordered(); "
+        "import sys; import evidence.cli, evidence.capture.runner; "
+        "import evidence.capture.probes; "
+        "evidence.capture.probes.ordered(); "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('duckdb', 'jinja2')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

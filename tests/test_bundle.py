@@ -4,8 +4,8 @@ import hashlib
 
 import orjson
 
-from capture.bundle import BundleWriter
-from capture.redact import MARK
+from evidence.capture.bundle import BundleWriter
+from evidence.capture.redact import MARK
 
 
 def test_eviction_drops_the_least_important_file_first(small_disk):

@@ -12,7 +12,7 @@ import pytest
 from browser import _net_log, _requests, chromium, open_page
 from conftest import need
 
-from reports.charts import Line, Marker, line_chart, not_measured
+from evidence.reports.charts import Line, Marker, line_chart, not_measured
 
 SVG = "{http://www.w3.org/2000/svg}"
 GIB, MIB = 1024**3, 1024**2

@@ -7,7 +7,7 @@ import pytest
 from conftest import bundle_errors, bundles, manifest, run_evidence, write_config
 from fakes import ENGINES, JSON, BlackHole, FakeServer, as_json
 
-from capture.runner import SEAL_MARGIN_S
+from evidence.capture.runner import SEAL_MARGIN_S
 
 
 def completion(content: str, reasoning: str = "", finish: str = "stop") -> bytes:
@@ -85,7 +85,7 @@ def test_an_empty_completion_is_a_failure_with_a_bundle(services, tmp_path):
     result = run_evidence(
         "check", "--archive", str(tmp_path / "a"), "--config", config, "--window", "0"
     )
-    assert result.returncode == 1, result.stderr
+    assert result.returncode == 9, result.stderr
     (bundle,) = bundles(tmp_path / "a")
     assert result.stdout.strip() == str(bundle)
     assert "thinker" in result.stderr and "content is empty" in result.stderr
@@ -114,7 +114,7 @@ def test_a_500_and_a_hung_endpoint_each_fail_within_their_timeout(services, tmp_
         "check", "--archive", str(tmp_path / "a"), "--config", config, "--window", "0", "--json"
     )
     elapsed = time.monotonic() - start
-    assert result.returncode == 1
+    assert result.returncode == 9
     assert elapsed < 1 + 1 + SEAL_MARGIN_S  # the checks side by side, then the snapshot
     report = orjson.loads(result.stdout)
     by_name = {c["name"]: c for c in report["checks"]}
@@ -140,7 +140,7 @@ def test_a_command_that_fails_or_hangs(tmp_path):
     by_name = {c["name"]: c for c in orjson.loads(result.stdout)["checks"]}
     assert by_name["false"]["status"] == "failed" and by_name["false"]["answer"]["exit_code"] == 1
     assert by_name["stuck"]["status"] == "timeout"
-    assert result.returncode == 1
+    assert result.returncode == 9
 
 
 def test_no_checks_configured_is_a_usage_error(tmp_path):

@@ -17,9 +17,9 @@ import orjson
 import pytest
 from conftest import bundle_errors, run_evidence, write_config
 
-from analyze.classify import _weigh_endings, catalog, classify
-from analyze.ingest import connect, ingest
-from analyze.rules import Judgement
+from evidence.analyze.classify import _weigh_endings, catalog, classify
+from evidence.analyze.ingest import connect, ingest
+from evidence.analyze.rules import Judgement
 from lab.builder import Builder, engine
 
 GIB = 1024**3

@@ -2,6 +2,7 @@
 
 import os
 import pty
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -10,8 +11,8 @@ import orjson
 from click.testing import CliRunner
 from conftest import EVIDENCE, run_evidence
 
-from analyze.cli import main
-from capture.cli import EXIT_CODES
+from evidence.cli import main
+from evidence.cli.exits import EXITS, Exit
 
 README = Path(__file__).parent.parent / "README.md"
 
@@ -26,13 +27,23 @@ def test_every_command_has_help_and_is_in_the_readme():
         assert f"evidence {name}" in readme, f"{name} is missing from the README"
 
 
-def test_capture_help_documents_every_exit_status():
-    help_text = run_evidence("capture", "--help").stdout
-    for code, meaning in EXIT_CODES.items():
-        assert f"{code}  {meaning}" in help_text
-    readme = README.read_text()
-    for code in EXIT_CODES:
-        assert f"| {code} |" in readme
+def test_every_exit_status_is_drawn_from_the_one_table():
+    """Help and README say each status with the table's words: 1 is an internal error only."""
+    runner = CliRunner()
+    shown = set()
+    for name in main.commands:
+        help_text = runner.invoke(main, [name, "--help"]).output
+        if "Exit status:" not in help_text:
+            continue
+        for code, meaning in re.findall(
+            r"^\s+(\d+)  (.*)$", help_text.split("Exit status:")[1], re.M
+        ):
+            shown.add(int(code))
+            assert int(code) == 0 or meaning == EXITS[Exit(int(code))], (name, code)
+    assert {Exit.QUARANTINED, Exit.CHECK_FAILED, Exit.NOTHING_TO_COMPARE, Exit.STOPPED} <= shown
+    section = README.read_text().split("### Exit status")[1].split("\n## ")[0]
+    rows = dict(re.findall(r"^\| (\d+) \| (.+) \|$", section, re.M))
+    assert {int(c): m for c, m in rows.items()} == {int(c): m for c, m in EXITS.items()}
 
 
 def test_unknown_trigger_kind_is_a_usage_error(tmp_path):

@@ -15,11 +15,11 @@ from conftest import bundle_errors, need, run_evidence
 from freezegun import freeze_time
 from incidents import DAY_S, SCHEDULE, TONIGHT, archive, bundle
 
-from analyze.compare import compare
-from analyze.entries import changelog, runbook
-from analyze.ingest import connect, ingest
-from reports.changelog import add
-from reports.render import render
+from evidence.analyze.compare import compare
+from evidence.analyze.entries import changelog, runbook
+from evidence.analyze.ingest import connect, ingest
+from evidence.reports.changelog import add
+from evidence.reports.render import render
 
 LATER = "2027-06-01 12:00:00"  # months after every incident: the clock must not matter
 
@@ -75,7 +75,7 @@ def test_the_past_is_before_the_bundle_not_before_today(lab, con):
 def test_the_first_incident_has_nothing_to_compare_with(lab):
     first = lab["ids"][("leak-ratchet", 61, "spark-1")]
     result = run_evidence("compare", first, "--archive", str(lab["root"]), "--json")
-    assert result.returncode == 1, result.stderr
+    assert result.returncode == 10, result.stderr
     out = orjson.loads(result.stdout)
     assert out["against"] is None and "no earlier incident" in out["reason"]
     assert out["recurrence"]["seen_before"] == 0

@@ -7,11 +7,11 @@ import pytest
 from conftest import bundle_errors, bundles, manifest, run_evidence, write_config
 from fakes import ENGINES, JSON, BlackHole, FakeServer, closed_port
 
-from capture.config import Config, from_dict
-from capture.engines import readers
-from capture.probes import Context
-from capture.probes.engines import Engines
-from capture.runner import SEAL_MARGIN_S
+from evidence.capture.config import Config, from_dict
+from evidence.capture.engines import readers
+from evidence.capture.probes import Context
+from evidence.capture.probes.engines import Engines
+from evidence.capture.runner import SEAL_MARGIN_S
 
 KIND_OF_SECTION = {
     "llama-swap": "llama-swap",

@@ -15,8 +15,8 @@ import orjson
 import pytest
 from conftest import bundle_errors, need
 
-from analyze.ingest import connect, ingest
-from capture.probes.prometheus import QUERIES, step_for
+from evidence.analyze.ingest import connect, ingest
+from evidence.capture.probes.prometheus import QUERIES, step_for
 from lab.eval import harness, peer, promql
 from lab.eval.world import (
     CheckAtCapture,

@@ -51,9 +51,9 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 from synth import GIB, Host, write_bundle
 
-from analyze.ingest import DATABASE, QUARANTINE, ingest
+from evidence.analyze.ingest import DATABASE, QUARANTINE, ingest
+from evidence.schemas import schema_path
 from lab.builder import Builder, engine
-from schemas import schema_path
 
 settings.register_profile(
     "ci",
@@ -222,7 +222,7 @@ def pristine(kind: str) -> dict[str, int]:
 def test_the_pristine_bundles_are_valid_and_reach_every_table():
     con = duckdb.connect()
     try:
-        from analyze.ddl import migrate
+        from evidence.analyze.ddl import migrate
 
         migrate(con)
         tables = set(_tables(con))

@@ -19,12 +19,12 @@ import orjson
 import pytest
 from conftest import bundle_errors, bundles, manifest, need, run_evidence
 
-from capture.config import Config
-from capture.gpu import amdgpu
-from capture.probes import Context
-from capture.probes.gpu import Gpu
-from capture.redact import MARK
-from capture.runner import SEAL_MARGIN_S
+from evidence.capture.config import Config
+from evidence.capture.gpu import amdgpu
+from evidence.capture.probes import Context
+from evidence.capture.probes.gpu import Gpu
+from evidence.capture.redact import MARK
+from evidence.capture.runner import SEAL_MARGIN_S
 
 ROOT = Path(__file__).parent.parent
 SCENARIOS = Path(__file__).parent / "fixtures" / "nvml"

@@ -20,13 +20,13 @@ import pytest
 from conftest import bundle_errors, need
 from synth import iso
 
-from analyze.guardrail import catalog, guardrail
-from analyze.ingest import connect, ingest
-from analyze.published import published
-from capture.probes.prometheus import NODE_QUERIES, SEED_QUERIES
+from evidence.analyze.guardrail import catalog, guardrail
+from evidence.analyze.ingest import connect, ingest
+from evidence.analyze.published import published
+from evidence.capture.probes.prometheus import NODE_QUERIES, SEED_QUERIES
+from evidence.reports.render import quote, rules_file
+from evidence.schemas import SCHEMA_DIR
 from lab.builder import Builder, engine
-from reports.render import quote, rules_file
-from schemas import SCHEMA_DIR
 
 GIB = 1024**3
 AT = datetime(2026, 11, 10, 3, tzinfo=UTC).timestamp()

@@ -19,10 +19,10 @@ from incidents import DAY_S, KINDS, TONIGHT, bundle
 from synth import Host, write_bundle
 from test_reliability import bind_read_only, fill, mounts, one_line  # noqa: F401
 
-from analyze.ingest import DATABASE, QUARANTINE, ingest
-from analyze.validate import MAX_MANIFEST_BYTES
-from capture.archive import INPROGRESS_SUFFIX
-from reports.charts import Line, line_chart
+from evidence.analyze.ingest import DATABASE, QUARANTINE, ingest
+from evidence.analyze.validate import MAX_MANIFEST_BYTES
+from evidence.archive.layout import INPROGRESS_SUFFIX
+from evidence.reports.charts import Line, line_chart
 
 
 def synth(where: Path, n: int, seed: int = 3) -> list[Path]:
@@ -117,7 +117,7 @@ def test_ingest_refuses_a_capture_still_writing(tmp_path):
     )
     archive = tmp_path / "a"
     early = run_evidence("ingest", "--archive", str(archive), "--json", str(writing))
-    assert early.returncode == 1
+    assert early.returncode == 8
     (reason,) = [q["reason"] for q in orjson.loads(early.stdout)["quarantined"]]
     assert "still writing" in reason
     # Sealed and renamed into place, as the capture does: now it goes in, whole.
@@ -145,7 +145,8 @@ def test_a_manifest_over_the_bound_is_quarantined_unparsed(tmp_path, monkeypatch
     (made / "manifest.json").write_bytes(raw + b" " * (MAX_MANIFEST_BYTES + 1 - len(raw)))
     parsed = []
     monkeypatch.setattr(
-        "analyze.validate.orjson.loads", lambda data: parsed.append(len(data)) or orjson.loads(data)
+        "evidence.analyze.validate.orjson.loads",
+        lambda data: parsed.append(len(data)) or orjson.loads(data),
     )
     summary = ingest(tmp_path)
     assert not summary.ingested and parsed == []

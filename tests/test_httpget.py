@@ -5,7 +5,7 @@ import time
 
 from trickle import Trickle, wait_until
 
-from capture import httpget
+from evidence.capture import httpget
 
 
 def test_a_trickling_body_costs_the_deadline_not_a_64_kib_chunk_of_trickle():

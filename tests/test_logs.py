@@ -7,9 +7,9 @@ from pathlib import Path
 
 from conftest import need
 
-from capture.config import from_dict
-from capture.probes import Context
-from capture.probes.logs import Logs
+from evidence.capture.config import from_dict
+from evidence.capture.probes import Context
+from evidence.capture.probes.logs import Logs
 
 
 def probe(tmp_path: Path, logs: list[dict], **capture) -> Logs:

@@ -7,7 +7,6 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).parent.parent
-PACKAGES = ("capture", "analyze", "reports", "schemas")
 
 
 def test_the_wheel_ships_every_package_and_every_schema(tmp_path):
@@ -38,13 +37,13 @@ def test_the_wheel_ships_every_package_and_every_schema(tmp_path):
     )
     (wheel,) = tmp_path.glob("evidence-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    packages = {
-        str(p.parent.relative_to(ROOT))
-        for top in PACKAGES
-        for p in (ROOT / top).glob("**/__init__.py")
-    }
-    assert {"capture", "capture/probes", "capture/gpu", "capture/engines"} <= packages
+    packages = {str(p.parent.relative_to(ROOT)) for p in (ROOT / "evidence").glob("**/__init__.py")}
+    assert {"evidence/capture/probes", "evidence/analyze", "evidence/archive"} <= packages
     for package in packages:
         assert f"{package}/__init__.py" in names, package
-    for schema in (ROOT / "schemas").glob("*.schema.json"):
-        assert f"schemas/{schema.name}" in names, schema.name
+    for schema in (ROOT / "evidence/schemas").glob("*.schema.json"):
+        assert f"evidence/schemas/{schema.name}" in names, schema.name
+    assert {n.split("/")[0] for n in names if not n.endswith((".dist-info", ".txt"))} <= {
+        "evidence",
+        *{n.split("/")[0] for n in names if ".dist-info/" in n},
+    }

@@ -7,14 +7,14 @@ from pathlib import Path
 import orjson
 from conftest import bundles, manifest, need
 
-from capture.config import Config, from_dict
-from capture.probes import Context, Probe, Reading, ordered
-from capture.probes.kernel import Kernel
-from capture.probes.memory import Memory
-from capture.probes.pressure import Pressure
-from capture.probes.processes import Processes
-from capture.procfs import parse_kmsg_record
-from capture.runner import FREEZE_BUDGET_S, SEAL_MARGIN_S, Capture, Trigger
+from evidence.capture.config import Config, from_dict
+from evidence.capture.probes import Context, Probe, Reading, ordered
+from evidence.capture.probes.kernel import Kernel
+from evidence.capture.probes.memory import Memory
+from evidence.capture.probes.pressure import Pressure
+from evidence.capture.probes.processes import Processes
+from evidence.capture.procfs import parse_kmsg_record
+from evidence.capture.runner import FREEZE_BUDGET_S, SEAL_MARGIN_S, Capture, Trigger
 
 REF = Path(__file__).parent / "fixtures" / "reference"
 
@@ -157,8 +157,9 @@ def test_kernel_denied_for_an_unprivileged_user(nobody):
         "kernel.dmesg_restrict is 0 here, so an unprivileged reader is not denied",
     )
     code = (
-        "import time; from capture.config import Config; from capture.probes import Context;"
-        "from capture.probes.kernel import Kernel;"
+        "import time; from evidence.capture.config import Config;"
+        "from evidence.capture.probes import Context;"
+        "from evidence.capture.probes.kernel import Kernel;"
         "r = Kernel(Context(config=Config(), started=time.time())).freeze();"
         "print(r.status, r.reason)"
     )

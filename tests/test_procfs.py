@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from capture.procfs import (
+from evidence.capture.procfs import (
     free_view,
     parse_flat_keyed,
     parse_kmsg_record,

@@ -10,7 +10,7 @@ from conftest import bundle_errors, bundles, run_evidence, write_config
 from fakes import closed_port
 from promserver import Prometheus, require
 
-from capture.probes.prometheus import step_for
+from evidence.capture.probes.prometheus import step_for
 
 HOURS = 6
 GIB = 1024**3

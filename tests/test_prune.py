@@ -10,9 +10,9 @@ import pytest
 from conftest import bundles, run_evidence
 from incidents import DAY_S, bundle
 
-from capture.archive import INGEST_LOCK
-from capture.clock import iso
-from capture.serve import JOURNAL, ROTATED
+from evidence.archive.clock import iso
+from evidence.archive.lock import INGEST_LOCK
+from evidence.capture.serve import JOURNAL, ROTATED
 
 NOW = time.time()
 

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from conftest import EVIDENCE, bundle_errors, bundles, manifest, run_evidence, write_config
 
-from capture.cli import EXIT_LIMITED
+from evidence.cli.exits import Exit
 
 
 def _flood(archive, config, trigger: str, n: int) -> list[subprocess.CompletedProcess]:
@@ -28,8 +28,8 @@ def test_a_flood_of_triggers_captures_once_and_counts_the_rest(tmp_path):
     results = _flood(archive, config, "healthcheck:gateway", 12)
     codes = sorted(r.returncode for r in results)
     assert codes.count(0) == 1, [r.stderr for r in results]
-    assert codes.count(EXIT_LIMITED) == 11
-    refused = next(r for r in results if r.returncode == EXIT_LIMITED)
+    assert codes.count(Exit.LIMITED) == 11
+    refused = next(r for r in results if r.returncode == Exit.LIMITED)
     assert "healthcheck:gateway" in refused.stderr and refused.stderr.count("\n") == 1
     assert len(bundles(archive)) == 1
     assert "skipped" not in manifest(bundles(archive)[0])["trigger"]

@@ -7,8 +7,8 @@ import pytest
 from conftest import bundle_errors, need
 from real_incidents import INCIDENTS, SOURCE, acceptable, build
 
-from analyze.classify import classify
-from analyze.ingest import connect, ingest
+from evidence.analyze.classify import classify
+from evidence.analyze.ingest import connect, ingest
 
 
 def classified(incident_id: str, archive: Path) -> dict:

@@ -8,7 +8,7 @@ import time
 import pytest
 from conftest import bundles, run_evidence, write_config
 
-from capture.redact import MARK, redact_argv, redact_text, scrub
+from evidence.capture.redact import MARK, redact_argv, redact_text, scrub
 
 SECRETS = [
     "sk-proj-4f9aB3kLmN0pQrStUvWx",

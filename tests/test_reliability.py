@@ -51,11 +51,11 @@ from fakes import BlackHole
 from synth import Host, write_bundle
 from test_gpu import fake_nvml, scenario  # noqa: F401  (fake_nvml is a fixture)
 
-from analyze import validate
-from analyze.ingest import QUARANTINE, ingest
-from capture.archive import partial_path
-from capture.bundle import INCOMPLETE, MANIFEST
-from capture.runner import SEAL_MARGIN_S
+from evidence.analyze import validate
+from evidence.analyze.ingest import QUARANTINE, ingest
+from evidence.archive.layout import partial_path
+from evidence.capture.bundle import INCOMPLETE, MANIFEST
+from evidence.capture.runner import SEAL_MARGIN_S
 
 ROOT = Path(__file__).parent.parent
 
@@ -121,8 +121,9 @@ def bind_read_only(path: Path, mounts: list[Path]) -> None:
 def collector_files() -> list[str]:
     """The files `evidence capture` reads to start: its modules and shared libraries."""
     code = (
-        "import sys, analyze.cli, capture.cli, capture.runner, capture.probes; "
-        "capture.probes.ordered(); "
+        "import sys, evidence.cli, evidence.capture.runner, "
+        "evidence.capture.probes; "
+        "evidence.capture.probes.ordered(); "
         "files = {getattr(m, '__file__', None) for m in list(sys.modules.values())}; "
         "files |= {getattr(getattr(m, '__spec__', None), 'cached', None) "
         "for m in list(sys.modules.values())}; "

@@ -14,7 +14,7 @@ from browser import chromium, open_page
 from conftest import bundle_errors, need, run_evidence
 from incidents import TONIGHT, archive, bundle
 
-from analyze.ingest import ingest
+from evidence.analyze.ingest import ingest
 
 REPO = Path(__file__).resolve().parent.parent
 # Screenshots are kept where a person (or CI's artifacts) can look at them.

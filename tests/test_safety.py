@@ -11,7 +11,7 @@ import orjson
 import pytest
 from conftest import EVIDENCE, bundles, manifest, run_evidence, write_config
 
-from capture.runner import SEAL_MARGIN_S
+from evidence.capture.runner import SEAL_MARGIN_S
 
 
 def capture(archive: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from conftest import EVIDENCE, bundles, manifest, need
 
-from capture import runner
-from capture.config import Config
-from capture.runner import SEAL_MARGIN_S, Capture, Trigger
+from evidence.capture import runner
+from evidence.capture.config import Config
+from evidence.capture.runner import SEAL_MARGIN_S, Capture, Trigger
 
 ESSENTIAL = ("health", "gpu", "processes", "memory")
 UNITS_NICE = 10  # what `evidence units` writes as Nice=

@@ -20,16 +20,16 @@ import pytest
 from conftest import EVIDENCE, bundles, errors, need, read_records, run_evidence, validator
 from jsonschema import Draft202012Validator
 
-from capture.bundle import BundleWriter
-from capture.clock import iso
-from capture.config import Config, LogSource
-from capture.manifest import new_manifest, recover
-from capture.probes import Context, ordered
-from capture.probes.logs import Logs
-from capture.probes.memory import Memory
-from capture.probes.pressure import Pressure
-from capture.redact import scrub
-from schemas import SCHEMA_DIR, SCHEMA_VERSION, schema_path
+from evidence.archive.clock import iso
+from evidence.capture.bundle import BundleWriter
+from evidence.capture.config import Config, LogSource
+from evidence.capture.manifest import new_manifest, recover
+from evidence.capture.probes import Context, ordered
+from evidence.capture.probes.logs import Logs
+from evidence.capture.probes.memory import Memory
+from evidence.capture.probes.pressure import Pressure
+from evidence.capture.redact import scrub
+from evidence.schemas import SCHEMA_DIR, SCHEMA_VERSION, schema_path
 
 REF = Path(__file__).parent / "fixtures" / "reference"
 SCHEMA_ID = "https://evidence.invalid/schemas/{}"

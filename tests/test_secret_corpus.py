@@ -24,8 +24,8 @@ import pytest
 from conftest import bundles, manifest, run_evidence, write_config
 from fakes import ENGINES, LLAMACPP_PROPS
 
-from capture.httpget import get
-from capture.redact import MARK, redact_argv, redact_text, scrub
+from evidence.capture.httpget import get
+from evidence.capture.redact import MARK, redact_argv, redact_text, scrub
 
 
 def _chars(n: int, alphabet: str = "Zq8Xw7Vu6Ts5Rq4Po3Nm2Lk1Jh0GfEdCbA9") -> str:

@@ -24,11 +24,11 @@ from conftest import EVIDENCE, bundle_errors, bundles, manifest, need, run_evide
 from fakes import closed_port
 from test_gpu import fake_nvml, scenario  # noqa: F401  (fake_nvml is a fixture)
 
-from capture.archive import CaptureLock
-from capture.clock import iso
-from capture.config import load
-from capture.runner import Trigger
-from capture.serve import (
+from evidence.archive.clock import iso
+from evidence.archive.lock import CaptureLock
+from evidence.capture.config import load
+from evidence.capture.runner import Trigger
+from evidence.capture.serve import (
     JOURNAL,
     MAX_BODY_BYTES,
     ROTATED,
@@ -901,7 +901,7 @@ def test_a_real_prometheus_rule_through_a_real_alertmanager_captures_a_bundle(tm
 def test_serve_module_stays_stdlib():
     """The server must not pull in the analyst (duckdb, jinja2) nor click."""
     code = (
-        "import sys, capture.serve; "
+        "import sys, evidence.capture.serve; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('duckdb', 'jinja2', 'click')))"
     )
     out = subprocess.run(

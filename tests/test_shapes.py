@@ -11,8 +11,8 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 
-from analyze import shapes
-from analyze.shapes import (
+from evidence.analyze import shapes
+from evidence.analyze.shapes import (
     climb,
     collapse,
     daily_rhythm,

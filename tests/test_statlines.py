@@ -8,8 +8,8 @@ from pathlib import Path
 
 from test_classify import answered_while_timed_out, base, scores, verdict
 
-from analyze.statlines import Reading, loads, prompts, readings
-from analyze.tags import tags_of
+from evidence.analyze.statlines import Reading, loads, prompts, readings
+from evidence.analyze.tags import tags_of
 from lab.builder import Builder
 
 V1 = (

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import EVIDENCE, bundles, manifest, need
 
-from capture.units import (
+from evidence.capture.units import (
     BASELINE_SERVICE,
     BASELINE_TIMER,
     CAPTURE_TEMPLATE,
@@ -325,7 +325,7 @@ def test_install_takes_plain_file_names_only(tmp_path):
 
 
 def test_the_help_names_every_unit_and_enables_every_timer():
-    from capture.cli import units
+    from evidence.cli.collector import units
 
     text = " ".join((units.help or "").split())
     for name in UNIT_NAMES:

@@ -20,9 +20,9 @@ from typing import Any
 
 import orjson
 
-from analyze.classify import classify
-from analyze.ingest import connect, ingest
-from capture.probes.prometheus import QUERIES, step_for
+from evidence.analyze.classify import classify
+from evidence.analyze.ingest import connect, ingest
+from evidence.capture.probes.prometheus import QUERIES, step_for
 from lab.builder import Builder, engine
 from lab.core import EVIDENCE
 from lab.eval import peer as seed

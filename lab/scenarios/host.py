@@ -29,7 +29,7 @@ import time
 from functools import cache
 from pathlib import Path
 
-from capture.runner import process_age_s
+from evidence.capture.runner import process_age_s
 from lab.core import Lab, Scenario, register
 
 MIB = 1024**2
