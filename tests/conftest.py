@@ -31,6 +31,7 @@ from evidence.schemas import schema_path
 EVIDENCE = str(Path(sys.executable).parent / "evidence")
 PROJECT = Path(__file__).resolve().parent.parent
 REQUIRED = os.environ.get("EVIDENCE_REQUIRE_INTEGRATION") == "1"
+DISTRIBUTION = "evidence-recorder"
 
 
 def need(condition: bool, reason: str) -> None:
@@ -179,8 +180,8 @@ def _copy_code(place: Path) -> dict[str, str]:
     bytecode = shutil.ignore_patterns("__pycache__")
     for package in _own_packages():
         shutil.copytree(PROJECT / package, site / package, ignore=bytecode)
-    for dist in _runtime_distributions():
-        _copy_distribution(dist, site)
+    for dist in runtime_distributions():
+        copy_distribution(dist, site)
     (place / "evidence").write_text("from evidence.cli import run\n\nrun()\n")
     _open_to_all(place)
     return {**os.environ, "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
@@ -198,16 +199,16 @@ def _python_for_nobody(env: dict[str, str], place: Path) -> tuple[str | None, st
 
 
 def _own_packages() -> list[str]:
-    """The tree's packages, as pyproject.toml names them ("capture*" -> capture)."""
+    """The tree's packages, as pyproject.toml names them ("evidence*" -> evidence)."""
     pyproject = tomllib.loads((PROJECT / "pyproject.toml").read_text())
     return [p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]]
 
 
-def _runtime_distributions() -> list[metadata.Distribution]:
-    """What the installed `evidence` needs to run, all the way down, extras aside; not
-    `evidence` itself, whose code is the tree under test."""
+def runtime_distributions(extras: tuple[str, ...] = ("analyst",)) -> list[metadata.Distribution]:
+    """What the installed `evidence` needs to run, all the way down, with these extras of
+    its own; not `evidence` itself, whose code is the tree under test."""
     found: dict[str, metadata.Distribution] = {}
-    todo = _requirements(metadata.distribution("evidence"))
+    todo = _requirements(metadata.distribution(DISTRIBUTION), extras)
     while todo:
         name = todo.pop().lower()
         if name in found:
@@ -220,15 +221,17 @@ def _runtime_distributions() -> list[metadata.Distribution]:
     return list(found.values())
 
 
-def _requirements(dist: metadata.Distribution) -> list[str]:
-    return [
-        re.split(r"[\s;<>=!~\[(]", r, maxsplit=1)[0]
-        for r in dist.requires or []
-        if not re.search(r"\bextra\s*==", r)
-    ]
+def _requirements(dist: metadata.Distribution, extras: tuple[str, ...] = ()) -> list[str]:
+    """The distributions dist requires, and those of the named extras."""
+    wanted = []
+    for r in dist.requires or []:
+        extra = re.search(r"\bextra\s*==\s*[\"']([^\"']+)", r)
+        if extra is None or extra.group(1) in extras:
+            wanted.append(re.split(r"[\s;<>=!~\[(]", r, maxsplit=1)[0])
+    return wanted
 
 
-def _copy_distribution(dist: metadata.Distribution, site: Path) -> None:
+def copy_distribution(dist: metadata.Distribution, site: Path) -> None:
     for file in dist.files or []:
         source = Path(dist.locate_file(file))
         # Scripts (../../../bin) are not imported; bytecode is rebuilt.
