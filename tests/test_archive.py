@@ -160,6 +160,42 @@ def test_every_kind_of_broken_bundle_is_quarantined_and_the_rest_ingest(tmp_path
     assert len((tmp_path / QUARANTINE).read_bytes().splitlines()) == len(BROKEN)
 
 
+def test_a_newer_collectors_file_is_kept_and_listed_not_grounds_to_quarantine(tmp_path):
+    """An older analyst meets a file it has no schema for: the rest of the bundle goes in,
+    the file is listed in unknown_files and left where it is."""
+    bundle = write_bundle(
+        tmp_path,
+        Host("lab", booted_at=NOW.timestamp() - 86400),
+        NOW.timestamp(),
+        random.Random(3),
+        start=NOW.timestamp(),
+    )
+    data = b'{"t": "2026-11-29T03:12:45.123Z", "ring": "v2"}\n'
+    (bundle / "recorder.samples.jsonl").write_bytes(data)
+    manifest = orjson.loads((bundle / "manifest.json").read_bytes())
+    manifest["files"].append(
+        {
+            "name": "recorder.samples.jsonl",
+            "probe": "recorder",
+            "bytes": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+        }
+    )
+    (bundle / "manifest.json").write_bytes(orjson.dumps(manifest))
+    result = run_evidence("ingest", "--archive", str(tmp_path), "--json")
+    assert result.returncode == 0, result.stderr
+    assert orjson.loads(result.stdout)["ingested"] == 1
+    assert sql(tmp_path, "select name, bytes from unknown_files") == [
+        ("recorder.samples.jsonl", len(data))
+    ]
+    assert sql(tmp_path, "select count(*) from processes")[0][0] > 0
+    assert (bundle / "recorder.samples.jsonl").read_bytes() == data
+    # the same file with bytes that differ from the manifest is still a broken bundle
+    (bundle / "recorder.samples.jsonl").write_bytes(data + b"x")
+    again = run_evidence("ingest", "--archive", str(tmp_path / "other"), str(bundle), "--json")
+    assert again.returncode == 8 and "checksum or size differs" in again.stdout
+
+
 def test_a_second_ingest_waits_then_says_so(tmp_path):
     tmp_path.joinpath(LOCK).touch()
     fd = os.open(tmp_path / LOCK, os.O_RDWR)

@@ -146,7 +146,22 @@ def _rich(archive: Path, at: float, host: str) -> Path:
             }
         ]
     )
-    return b.write(archive)
+    return _with_newer_file(b.write(archive))
+
+
+NEWER = "recorder.samples.jsonl"
+
+
+def _with_newer_file(bundle: Path) -> Path:
+    """A file a newer collector writes, which no schema here describes (unknown_files)."""
+    data = b'{"t": "2026-11-29T03:12:45.123Z", "ring": 1}\n'
+    (bundle / NEWER).write_bytes(data)
+    manifest = orjson.loads((bundle / "manifest.json").read_bytes())
+    entry = {"name": NEWER, "probe": "recorder", "bytes": len(data)}
+    manifest["files"].append({**entry, "sha256": hashlib.sha256(data).hexdigest()})
+    manifest["files"].sort(key=lambda f: f["name"])
+    (bundle / "manifest.json").write_bytes(orjson.dumps(manifest))
+    return bundle
 
 
 def _synth(archive: Path, at: float, host: str) -> Path:
@@ -212,7 +227,7 @@ def pristine(kind: str) -> dict[str, int]:
     if kind not in PRISTINE:
         with tempfile.TemporaryDirectory(prefix="evidence-pristine-") as tmp:
             bundle = BASES[kind](Path(tmp), AT, "pristine")
-            assert bundle_errors(bundle) == []
+            assert bundle_errors(bundle, newer=(NEWER,)) == []
             ingested, rows = _alone(bundle)
             assert len(ingested) == 1, f"the pristine {kind} bundle did not ingest"
             (PRISTINE[kind],) = rows.values()
@@ -292,7 +307,7 @@ def verdict(bundle: Path) -> str | None:
             if len(data) != entry["bytes"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
                 raise Broken(f"{name}: checksum or size differs")
             if not schema_path(name).is_file():
-                raise Broken(f"{name}: no schema")
+                continue  # a newer collector's file: kept, unread
             if name.endswith(".jsonl"):
                 records = [_strict(line, name) for line in data.split(b"\n") if line.strip()]
             else:
@@ -392,7 +407,7 @@ EXTRA_NAMES = st.sampled_from(
 )
 LISTED_NAMES = st.sampled_from(
     [
-        "notes.txt",  # no schema describes it
+        "notes.txt",  # no schema describes it: kept, unread
         "extra.json",
         "health.json",  # a real record file; valid or not depending on the content
         "../escape.json",

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import fastjsonschema
 import pytest
 from conftest import EVIDENCE, bundles, errors, need, read_records, run_evidence, validator
 from jsonschema import Draft202012Validator
@@ -407,3 +408,62 @@ def test_schema_rejects_drift(
     found = validator(record_file).iter_errors(drifted)
     paths = [e.json_path for e in found]
     assert any(p.startswith(where) for p in paths), f"{why}: not rejected at {where}: {paths}"
+
+
+def _query_record(point: list[Any]) -> dict[str, Any]:
+    at = "2026-11-29T03:12:45.123Z"
+    series = {"metric": {"__name__": "vllm:num_requests_waiting"}, "values": [point]}
+    query = {"name": "waiting", "expr": "vllm:num_requests_waiting", "status": "ok"}
+    return {
+        "probe": "prometheus",
+        "collected_at": at,
+        "url": "http://127.0.0.1:9090",
+        "version": "2.45.3",
+        "start": at,
+        "end": at,
+        "step_s": 15,
+        "queries": [{**query, "reason": None, "series": [series], "warnings": []}],
+    }
+
+
+@pytest.mark.parametrize(
+    ("point", "valid"),
+    [([1764386000.0, "3"], True), ([1764386000, "NaN"], True), (["not-a-number", "x"], False)],
+)
+def test_the_ingest_validator_checks_what_the_2020_12_schema_says(point, valid):
+    """fastjsonschema knows drafts 4-7, where `prefixItems` is an unknown keyword and
+    would be skipped: the point's time must still be a number."""
+    from evidence.analyze.validate import Invalid, _conforms, _validator
+
+    record = _query_record(point)
+    assert (errors("prometheus.json", record) == []) is valid  # the reference, 2020-12
+    if valid:
+        _conforms(_validator("prometheus.schema.json"), record, "prometheus.json")
+    else:
+        with pytest.raises(Invalid, match="does not match its schema"):
+            _conforms(_validator("prometheus.schema.json"), record, "prometheus.json")
+
+
+@pytest.mark.parametrize(
+    ("record_file", "mutate", "where", "why"),
+    DRIFT,
+    ids=[f"{d[0]}:{d[3]}" for d in DRIFT],
+)
+def test_the_ingest_validator_refuses_every_drift_the_reference_does(
+    first_records: dict[str, Any], record_file: str, mutate: Mutation, where: str, why: str
+):
+    from evidence.analyze.validate import _validator
+    from evidence.schemas import schema_path
+
+    drifted = copy.deepcopy(first_records[record_file])
+    mutate(drifted)
+    compiled = _validator(schema_path(record_file).name)
+    with pytest.raises(fastjsonschema.JsonSchemaException):
+        compiled(drifted)
+
+
+def test_a_2020_12_keyword_without_a_draft_7_equivalent_stops_the_compile():
+    from evidence.analyze.validate import as_draft7
+
+    with pytest.raises(ValueError, match="unevaluatedProperties"):
+        as_draft7({"type": "object", "properties": {"a": {"unevaluatedProperties": False}}})

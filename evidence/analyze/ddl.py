@@ -96,6 +96,15 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         "when a manager means to unload a model (Ollama's expires_at), as it wrote it",
         ["ALTER TABLE engine_models ADD COLUMN expires_at VARCHAR"],
     ),
+    (
+        4,
+        "files a newer collector wrote that no schema here describes: kept in the bundle",
+        [
+            """CREATE TABLE unknown_files (
+            bundle_id VARCHAR NOT NULL, host VARCHAR NOT NULL, name VARCHAR NOT NULL,
+            bytes BIGINT)"""
+        ],
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]
@@ -141,4 +150,5 @@ TABLES = (
     "kernel_events",
     "prometheus_series",
     "health_checks",
+    "unknown_files",
 )

@@ -228,7 +228,7 @@ def _ingest(
     batch: list[load.Loaded] = []
     for i, path in enumerate(bundles, start=1):
         try:
-            manifest, sha, records = validate.check(path)
+            manifest, sha, records, unknown = validate.check(path)
         except validate.Invalid as exc:
             _quarantine(root, summary, quarantined, path, str(exc))
         except OSError as exc:
@@ -239,7 +239,8 @@ def _ingest(
             else:
                 known.add(manifest["bundle_id"])
                 kept = {k: v for k, v in records.items() if k not in load.SQL_FILES}
-                batch.append(load.Loaded(path, manifest, sha, kept, frozenset(records)))
+                files = frozenset(records)
+                batch.append(load.Loaded(path, manifest, sha, kept, files, tuple(unknown)))
         if len(batch) >= BATCH:
             _commit(con, root, summary, quarantined, batch)
             batch = []

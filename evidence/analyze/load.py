@@ -31,6 +31,7 @@ class Loaded:
     manifest_sha256: str
     records: dict[str, list[Any]]  # parsed, except the SQL_FILES DuckDB reads itself
     files: frozenset[str]  # every record file the bundle holds
+    unknown: tuple[str, ...] = ()  # files no schema of this analyst describes: kept, unread
 
     @property
     def bundle_id(self) -> str:
@@ -206,6 +207,9 @@ def _rows(b: Loaded, ingested_at: str) -> Iterator[tuple[str, dict[str, Any]]]:
     yield from _kernel(b, key)
     yield from _logs(b, key)
     yield from _prometheus(b, key)
+    sizes = {entry["name"]: entry["bytes"] for entry in b.manifest["files"]}
+    for name in b.unknown:
+        yield "unknown_files", {**key, "name": name, "bytes": sizes[name]}
     for check in (b.record("health.json") or {}).get("checks", []):
         yield (
             "health_checks",
