@@ -286,6 +286,27 @@ def test_timeline_orders_boots_kills_models_and_checks(fleet):
         "timeline", "--archive", str(fleet), "--host", "spark-1", "--since", "1d", "--json"
     )["events"]
     assert 0 < len(recent) < len(events)
+    # The same cut by absolute times: the day before the last day, and nothing after it.
+    kill = next(e for e in events if e["kind"] == "oom-kill")["t"]
+    at = datetime.fromisoformat(kill)
+    window = _cli(
+        "timeline",
+        "--archive",
+        str(fleet),
+        "--host",
+        "spark-1",
+        "--json",
+        "--since",
+        (at - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "--until",
+        (at + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
+    assert "oom-kill" in [e["kind"] for e in window["events"]]
+    assert all(
+        abs(datetime.fromisoformat(e["t"]) - at) <= timedelta(minutes=1) for e in window["events"]
+    )
+    wrong = run_evidence("timeline", "--archive", str(fleet), "--since", "last tuesday")
+    assert wrong.returncode == 2 and "'2026-11-30 03:00'" in wrong.stderr
 
 
 def test_export_reads_back_with_the_same_row_counts(fleet, tmp_path):

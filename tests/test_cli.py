@@ -122,3 +122,12 @@ def test_progress_bar_only_when_stderr_is_a_terminal(tmp_path):
     args = ["capture", "--archive", str(tmp_path), "--window", "2"]
     assert "watching [" in _stderr_of(args, tty=True)
     assert "watching [" not in _stderr_of(args, tty=False)
+
+
+def test_a_mistyped_archive_is_said_and_never_created(tmp_path):
+    typo = tmp_path / "arhcive"
+    for command in (["classify", "latest"], ["runbook", "latest"], ["timeline"], ["paths"]):
+        result = run_evidence(*command, "--archive", str(typo))
+        assert not typo.exists(), command
+        if command != ["paths"]:
+            assert result.returncode == 2 and result.stderr.count("\n") == 1, command

@@ -65,12 +65,15 @@ failed_checks AS (
 SELECT t, kind, detail, bundle_id FROM (
     SELECT * FROM captures UNION ALL SELECT * FROM boots UNION ALL SELECT * FROM ooms
     UNION ALL SELECT * FROM loads UNION ALL SELECT * FROM failed_checks)
+WHERE t <= $until
 ORDER BY t, kind
 """
 
 
-def timeline(con: duckdb.DuckDBPyConnection, host: str, since: datetime) -> list[dict[str, Any]]:
-    rows = con.execute(_EVENTS, {"host": host, "since": since}).fetchall()
+def timeline(
+    con: duckdb.DuckDBPyConnection, host: str, since: datetime, until: datetime
+) -> list[dict[str, Any]]:
+    rows = con.execute(_EVENTS, {"host": host, "since": since, "until": until}).fetchall()
     return [
         {"t": t.isoformat(), "kind": kind, "detail": detail, "bundle_id": bundle_id}
         for t, kind, detail, bundle_id in rows

@@ -7,13 +7,13 @@ design document are the contract: more may be added, none renamed.
 
 import math
 import os
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from evidence.archive.clock import duration_s
 from evidence.capture.redact import redact_text
 
 ENGINE_KINDS = ("llama-swap", "ollama", "comfyui", "a1111", "vllm", "sglang", "llama-server")
@@ -21,8 +21,6 @@ CHECK_KINDS = ("http", "completion", "command", "tcp")
 RUNTIMES = ("docker", "podman")
 SYSTEM_CONFIG = Path("/etc/evidence/config.toml")
 MAX_WINDOW_S = 3600
-_DURATION = re.compile(r"^(\d+)([smhd])$")
-_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class ConfigError(Exception):
@@ -108,10 +106,10 @@ class Config:
 
 def parse_duration(text: Any, where: str) -> int:
     """`90s`, `15m`, `24h`, `7d` -> seconds."""
-    match = _DURATION.match(str(text))
-    if not match:
+    seconds = duration_s(str(text))
+    if seconds is None:
         raise ConfigError(f"{where}: expected a duration such as 30m, 24h or 7d, got {text!r}")
-    return int(match.group(1)) * _SECONDS[match.group(2)]
+    return seconds
 
 
 def locate(explicit: str | None) -> Path | None:

@@ -13,7 +13,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,6 @@ import click
 import orjson
 
 from evidence.archive.layout import REPORTS
-from evidence.capture.config import ConfigError, parse_duration
 from evidence.cli.exits import Exit, epilog, fail
 from evidence.cli.group import main
 from evidence.cli.options import archive_options, root_of
@@ -341,40 +340,66 @@ def baseline(
         )
 
 
+def _moment(ctx: click.Context, param: click.Parameter, value: str) -> float:
+    from evidence.archive.clock import moment
+
+    try:
+        return moment(value, time.time())
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @main.command()
 @click.option("--host", help="The host (default: the one with the most bundles).")
 @click.option(
     "--since",
     default="30d",
     show_default=True,
-    metavar="DURATION",
-    help="How far back: 90m, 12h, 30d.",
+    metavar="WHEN",
+    callback=_moment,
+    help="From when: a duration back from now (90m, 12h, 30d), today, yesterday, or a "
+    "local time ('2026-11-30 03:00', '2026-11-30'), or ISO 8601 with a zone.",
+)
+@click.option(
+    "--until",
+    default="now",
+    show_default=True,
+    metavar="WHEN",
+    callback=_moment,
+    help="Up to when, in the same forms as --since.",
 )
 @archive_options
 @click.option("--json", "as_json", is_flag=True, help="Print the events as JSON.")
 @_guarded
 def timeline(
-    host: str | None, since: str, archive: str | None, config_path: str | None, as_json: bool
+    host: str | None,
+    since: float,
+    until: float,
+    archive: str | None,
+    config_path: str | None,
+    as_json: bool,
 ) -> None:
     """A host's events in order: captures and their triggers, boots, OOM kills, models
     loaded and unloaded, failed health checks."""
     from evidence.analyze.timeline import timeline as compute
+    from evidence.archive.clock import iso
 
-    try:
-        seconds = parse_duration(since, "--since")
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc).split(": ", 1)[1], param_hint="--since") from None
+    if until < since:
+        raise click.BadParameter("is before --since", param_hint="--until")
     con = _reader(root_of(archive, config_path))
     name = _host(con, host)
-    events = compute(con, name, datetime.now(UTC) - timedelta(seconds=seconds))
+    events = compute(
+        con, name, datetime.fromtimestamp(since, UTC), datetime.fromtimestamp(until, UTC)
+    )
+    span = {"since": iso(since), "until": iso(until)}
     if as_json:
         click.echo(
             orjson.dumps(
-                {"host": name, "since": since, "events": events}, option=orjson.OPT_INDENT_2
+                {"host": name, **span, "events": events}, option=orjson.OPT_INDENT_2
             ).decode()
         )
         return
-    click.echo(f"{name}: {len(events)} events in the last {since}")
+    click.echo(f"{name}: {len(events)} events from {span['since']} to {span['until']}")
     for e in events:
         click.echo(f"  {e['t'][:19].replace('T', ' ')}  {e['kind']:<15} {e['detail']}")
 
@@ -422,6 +447,8 @@ def _resolve(root: Path, bundle: str) -> str:
     path = Path(bundle)
     if path.is_dir() and not (path / MANIFEST).exists():
         fail(f"{path}: not a bundle (no {MANIFEST})", Exit.USAGE)
+    if not root.is_dir():  # a mistyped --archive must not become a new, empty archive
+        fail(f"no archive at {root}: `evidence ingest --archive {root}` makes one", Exit.USAGE)
     unwritable = _ingest_first(root, [path] if path.is_dir() else [])
     con = _reader(root)
     try:
