@@ -14,7 +14,8 @@ from typing import Any
 
 import duckdb
 
-FLOOR_QUANTILE = 0.05
+from evidence.analyze.shapes import FLOOR_QUANTILE
+
 FLAT_FRACTION = 0.02  # a floor that moved less than 2% of the machine's memory is flat
 
 _USED = """

@@ -18,23 +18,13 @@ import duckdb
 from evidence.analyze import shapes
 from evidence.analyze.classify import judge
 from evidence.analyze.facts import Facts, derive
+from evidence.analyze.recognise import belongs
 
 NOT_FAULTS = ("no-fault", "ambiguous", "insufficient-evidence")
 # What the collector's baseline timer and cron captures are; every other trigger
 # (manual, healthcheck, alert, systemd, hook) is someone or something noticing a problem.
 ROUTINE_TRIGGERS = ("cron",)
-FLOOR_QUANTILE = 0.05
 COLLECTOR = "evidence"  # the collector's process name (its console script)
-# How a process is recognised as an engine of a kind: its name or an argument holding it.
-ENGINE_MARKS = {
-    "llama-server": ("llama-server",),
-    "llama-swap": ("llama-swap",),
-    "vllm": ("vllm",),
-    "sglang": ("sglang",),
-    "ollama": ("ollama",),
-    "comfyui": ("comfyui", "ComfyUI"),
-    "a1111": ("stable-diffusion-webui", "webui.py", "launch.py"),
-}
 
 
 @dataclass
@@ -127,7 +117,7 @@ def _sections(facts: Facts, result: dict[str, Any], engine: str | None) -> dict[
             "rebooted_since_previous": _rebooted(facts),
         },
         "memory": {
-            "floor_bytes": shapes.quantile(used, FLOOR_QUANTILE) if used else None,
+            "floor_bytes": shapes.quantile(used, shapes.FLOOR_QUANTILE) if used else None,
             "peak_bytes": max(used) if used else None,
             "shape": memory_shape(facts),
             "min_available_bytes": min(_known(facts, "available"), default=None),
@@ -217,10 +207,9 @@ def _engine_line(
 
 
 def _flags(facts: Facts, kind: str) -> str | None:
-    marks = ENGINE_MARKS.get(kind, (kind,))
     for p in sorted(facts.processes, key=lambda p: -(p["rss_bytes"] or 0)):
         argv = p["cmdline"] or []
-        if any(m in (p["name"] or "") or any(m in a for a in argv) for m in marks):
+        if belongs(p, kind):
             first = next((i for i, a in enumerate(argv) if a.startswith("-")), len(argv))
             return " ".join(argv[first:])[:300] or None
     return None

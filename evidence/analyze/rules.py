@@ -33,30 +33,14 @@ from evidence.analyze.failure import (
     up_since,
     victim,
 )
+from evidence.analyze.recognise import ENGINE_WORDS, belongs
 from evidence.analyze.window import INCIDENT_S, RECENT_S, Window, known, share_above
+from evidence.schemas import catalog
 
 GIB = 1024**3
 SQUAT_GPU_BYTES = 1 * GIB  # an idle engine holding this much GPU memory is squatting
 SQUAT_RSS_BYTES = 4 * GIB
-COMPILERS = (
-    "cc1plus",
-    "cc1",
-    "cicc",
-    "nvcc",
-    "ptxas",
-    "ninja",
-    "ld",
-    "ld.gold",
-    "ld.lld",
-    "lld",
-    "clang",
-    "clang++",
-    "gcc",
-    "g++",
-    "rustc",
-    "fatbinary",
-    "nvlink",
-)
+COMPILERS = tuple(catalog("engines")["build"]["compilers"])  # evidence/schemas/engines.toml
 BUILD_SHARE = 0.30  # compilers holding this share of memory are load, not background
 BUILD_JOB_BYTES = 2 * GIB  # one C++ or CUDA compile job at its peak (flash-attention's: more)
 BUILD_JOBS_MANY = 32  # jobs whose 64 GiB outgrow most workstations, where memory is unknown
@@ -99,6 +83,10 @@ LOAD_TAKES_S = 7200.0  # a model loads (and its cache fills) within the hour; a 
 MODEL_LOADS_S = 1800.0  # a model's weights load in minutes, not hours
 KEPT_LOOK_S = 3 * 3600.0  # a model kept this long before the incident window still counts
 COINCIDE_S = 1200.0  # a step within 20 min of a server coming up came with it
+# A quiet stretch's floor is nearly its lowest reading, not shapes.FLOOR_QUANTILE: a
+# two-hour stretch of half-hourly baselines holds three or four readings, and a higher
+# quantile of so few can read a busy one.
+QUIET_FLOOR_QUANTILE = 0.05
 LEAK_SHARE = 0.05  # a card's floor rising 5% to a failure and never coming back
 LEAK_SHARE_HOST = 0.08  # a host's floor drifts a few per cent a day (caches it cannot drop,
 #                         desktop, logs): a leak there takes more of the machine
@@ -137,15 +125,6 @@ SWAPPING_PAGES_S = 10  # pages swapped out per second, through the hour: thrashi
 # task that waited for free memory.
 CHURN_MIN = {"refaults": 1000, "refaults_file": 1000, "compact_stalls": 1, "migrations": 1000}
 PSI_HISTORY_HIGH = 0.10  # stalled 10% of the time over the hour before (node-exporter)
-ENGINE_WORDS = {
-    "llama-server": ("llama-server", "llama_server"),
-    "vllm": ("vllm",),
-    "sglang": ("sglang",),
-    "ollama": ("ollama",),
-    "comfyui": ("comfyui", "main.py"),
-    "a1111": ("webui", "launch.py", "stable-diffusion"),
-    "llama-swap": ("llama-server", "llama-swap"),
-}
 
 
 @dataclass
@@ -992,7 +971,7 @@ def _quiet_floors(f: Facts, name: str, series: shapes.Series) -> list[tuple[floa
         if v is not None and (not quiet_at or t in quiet_at):
             stretches.setdefault(int(t // LEAK_STRETCH_S), []).append(v)
     return [
-        (k * LEAK_STRETCH_S, shapes.quantile(vs, 0.05))
+        (k * LEAK_STRETCH_S, shapes.quantile(vs, QUIET_FLOOR_QUANTILE))
         for k, vs in sorted(stretches.items())
         if len(vs) >= 3
     ]
@@ -1512,7 +1491,7 @@ def swap_not_unloaded(f: Facts) -> Judgement:
             p
             for p in _engine_holders(f)
             if (p["used_bytes"] or 0) >= SQUAT_GPU_BYTES
-            and (p["pid"] in children or any(_belongs(_who(f, p), kind) for kind in kinds))
+            and (p["pid"] in children or any(belongs(_who(f, p), kind) for kind in kinds))
         ]
         said = "; ".join(f"{m} says {', '.join(v) or 'nothing'} loaded" for m, v in loaded.items())
         if count and len(holders) > count:
@@ -1631,8 +1610,7 @@ def _slept_holding(f: Facts) -> str | None:
             held = [
                 p
                 for p in _engine_holders(f)
-                if (p["used_bytes"] or 0) >= MODEL_MIN_BYTES
-                and _belongs(_who(f, p), "llama-server")
+                if (p["used_bytes"] or 0) >= MODEL_MIN_BYTES and belongs(_who(f, p), "llama-server")
             ]
             if held:
                 return (
@@ -2371,11 +2349,6 @@ def _stall_in_window(f: Facts, j: Judgement) -> None:
         j.add(1, f"pages were swapped out through the hour ({_median(out):.0f}/s)")
 
 
-def _belongs(process: dict[str, Any], kind: str) -> bool:
-    text = " ".join([process.get("name") or "", *(process.get("cmdline") or [])]).lower()
-    return any(word in text for word in ENGINE_WORDS.get(kind, ()))
-
-
 @rule("idle-squatter")
 def idle_squatter(f: Facts) -> Judgement:
     j = Judgement()
@@ -2414,7 +2387,7 @@ def idle_squatter(f: Facts) -> Judgement:
         gpu = [
             p
             for p in f.gpu_processes
-            if _belongs(_who(f, p), kind) and (p["used_bytes"] or 0) >= SQUAT_GPU_BYTES
+            if belongs(_who(f, p), kind) and (p["used_bytes"] or 0) >= SQUAT_GPU_BYTES
         ]
         if gpu:
             p = gpu[0]
@@ -2427,7 +2400,7 @@ def idle_squatter(f: Facts) -> Judgement:
         host = [
             p
             for p in f.processes
-            if _belongs(p, kind) and (rss.get(p["pid"]) or 0) >= SQUAT_RSS_BYTES
+            if belongs(p, kind) and (rss.get(p["pid"]) or 0) >= SQUAT_RSS_BYTES
         ]
         if host:
             found.add(
@@ -2488,7 +2461,7 @@ def _card_full(f: Facts) -> str | None:
 
 def _contention(f: Facts, kind: str) -> str | None:
     """Who or what needed the memory an idle engine holds, in words; None if nothing did."""
-    others = [p for p in f.gpu_processes if not _belongs(_who(f, p), kind)]
+    others = [p for p in f.gpu_processes if not belongs(_who(f, p), kind)]
     if others:
         p = _who(f, others[0])
         return f"another tenant shares the accelerator (pid {p['pid']} {p.get('name') or '?'})"
@@ -2512,7 +2485,7 @@ def orphaned_gpu_holder(f: Facts) -> Judgement:
         used = p["used_bytes"]
         if used is not None and used < SQUAT_GPU_BYTES:
             continue
-        kinds = [k for k in ENGINE_WORDS if _belongs(_who(f, p), k)]
+        kinds = [k for k in ENGINE_WORDS if belongs(_who(f, p), k)]
         if not kinds:
             continue
         why = _orphaned(f, p, table, kinds)
@@ -2552,7 +2525,7 @@ def _orphaned(
         return None
     if parent is None:
         return f"its parent (pid {ppid}) is gone, and nothing listens on its engine's port"
-    if not any(_belongs(parent, k) for k in kinds):
+    if not any(belongs(parent, k) for k in kinds):
         return (
             f"its parent is {parent['name']} (pid {ppid}), not its engine, and nothing "
             "listens on its engine's port"

@@ -70,7 +70,9 @@ SAWTOOTH_SWING_SPREAD = 0.3  # ... and 30% of the detrended 5-95% range: the tee
 SAWTOOTH_MIN_CYCLES = 3  # one or two rises and falls are events; three are a pattern
 
 # --- floors (ratchet and flat_floor) -------------------------------------------------
-FLOOR_QUANTILE = 0.1  # the floor is a low quantile, so one quiet reading does not set it
+# The floor is a low quantile, so one quiet reading does not set it: the one quantile of
+# every floor the analyst reads (shapes, rules, baseline, incident signatures).
+FLOOR_QUANTILE = 0.1
 RATCHET_WINDOW_SHARE = 1 / 6  # bursts narrower than 1/6 of the window stand out of the floor
 RATCHET_WINDOW_MIN_STEPS = 5  # ... and the floor window spans at least 5 samples
 RATCHET_BURST_NOISE = 8.0  # a burst rises 8 noise sigmas above the local floor ...

@@ -15,8 +15,9 @@ from urllib.parse import urlparse
 
 from evidence.archive.clock import duration_s
 from evidence.capture.redact import redact_text
+from evidence.schemas import engine_kinds
 
-ENGINE_KINDS = ("llama-swap", "ollama", "comfyui", "a1111", "vllm", "sglang", "llama-server")
+ENGINE_KINDS = tuple(engine_kinds())  # evidence/schemas/engines.toml
 CHECK_KINDS = ("http", "completion", "command", "tcp")
 RUNTIMES = ("docker", "podman")
 SYSTEM_CONFIG = Path("/etc/evidence/config.toml")

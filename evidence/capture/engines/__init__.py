@@ -28,8 +28,8 @@ from evidence.capture import promtext
 from evidence.capture.httpget import Answer, get
 from evidence.capture.redact import scrub
 from evidence.capture.sidebyside import side_by_side
+from evidence.schemas import engine_kinds
 
-KINDS = ("llama_swap", "ollama", "comfyui", "a1111", "vllm", "sglang", "llama_server")
 RAW_BYTES = 64 * 1024
 # A Prometheus page is kept whole up to this: vLLM 0.32's is 52-58 KB on one small model and
 # grows with each model, engine and label value; readings nobody parses live only there.
@@ -154,8 +154,8 @@ def register(cls: type[Reader]) -> type[Reader]:
 
 
 def readers() -> dict[str, type[Reader]]:
-    for module in KINDS:
-        importlib.import_module(f"evidence.capture.engines.{module}")
+    for entry in engine_kinds().values():  # evidence/schemas/engines.toml
+        importlib.import_module(f"evidence.capture.engines.{entry['module']}")
     return REGISTRY
 
 

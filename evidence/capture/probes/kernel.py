@@ -14,12 +14,12 @@ from typing import Any
 from evidence.archive.clock import iso
 from evidence.capture.probes import Probe, Reading, register, unreadable
 from evidence.capture.procfs import parse_kmsg_record
+from evidence.schemas import catalog
 
+# The lines the analyst tags and marks for the kernel (evidence/schemas/lines.toml): one
+# catalog, so a line the analyst reads is never one the collector dropped.
 WORTH_KEEPING = re.compile(
-    r"invoked oom-killer|Out of memory|Killed process|oom-kill:|oom_reaper|"
-    r"Memory cgroup out of memory|page allocation failure|NVRM|\bXid\b|NV_ERR_NO_MEMORY|"
-    r"blocked for more than \d+ seconds|hung_task|GPU has fallen off the bus|"
-    r"amdgpu.*(?:fault|timeout|reset|out of memory)",
+    "|".join(f"(?:{t['pattern']})" for t in catalog("lines")["tag"] if t.get("kernel")),
     re.IGNORECASE,
 )
 
