@@ -21,6 +21,8 @@ from typing import Any, ClassVar
 
 import orjson
 
+from evidence.cli.exits import Exit
+
 EVIDENCE = str(Path(sys.executable).parent / "evidence")
 REGISTRY: dict[str, "Scenario"] = {}
 
@@ -144,11 +146,11 @@ def _run(scenario: Scenario, keep: Path | None) -> Result:
         scenario.start(lab)
         if scenario.command == "check":
             argv = [EVIDENCE, "check", "--window", str(scenario.window_s)]
-            captured: tuple[int, ...] = (1,)  # a check failed and its bundle was captured
+            captured: tuple[int, ...] = (Exit.CHECK_FAILED,)  # its bundle was captured
         else:
             argv = [EVIDENCE, "capture", "--window", str(scenario.window_s), "--quiet"]
             argv += ["--trigger", f"manual:lab-{scenario.name}"]
-            captured = (0, 5)
+            captured = (Exit.OK, Exit.INCOMPLETE)
         capture = subprocess.Popen(
             argv + ["--archive", str(lab.archive), "--config", str(lab.config)],
             stdout=subprocess.PIPE,

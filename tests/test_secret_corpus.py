@@ -26,6 +26,7 @@ from fakes import ENGINES, LLAMACPP_PROPS
 
 from evidence.capture.httpget import get
 from evidence.capture.redact import MARK, redact_argv, redact_text, scrub
+from evidence.cli.exits import Exit
 
 
 def _chars(n: int, alphabet: str = "Zq8Xw7Vu6Ts5Rq4Po3Nm2Lk1Jh0GfEdCbA9") -> str:
@@ -395,7 +396,7 @@ command = {json.dumps(failing)}
         engine.close()
     for result in runs:
         printed += [result.stdout, result.stderr]
-    assert [r.returncode for r in runs] == [0, 0, 1], printed
+    assert [r.returncode for r in runs] == [0, 0, Exit.CHECK_FAILED], printed
     runs = [
         run_evidence("ingest", *common),
         run_evidence("export", "--parquet", str(tmp / "parquet"), *common),
