@@ -313,10 +313,21 @@ def process_table(w: World, k: int) -> list[ProcessAtCapture]:
             rss = ident.base_rss
         if rss > 1 * MIB:
             out.append(ProcessAtCapture(ident.pid, ident.ppid, ident.name, ident.cmdline, int(rss)))
+    came = _since(w, _came(w.culprit, k))
     for ident in c.culprit:
         rss = culprit * ident.share if ident.what == "culprit" else ident.base_rss
         if culprit > 0 and rss > 0:
-            out.append(ProcessAtCapture(ident.pid, ident.ppid, ident.name, ident.cmdline, int(rss)))
+            out.append(
+                ProcessAtCapture(
+                    ident.pid,
+                    ident.ppid,
+                    ident.name,
+                    ident.cmdline,
+                    int(rss),
+                    None,
+                    _since(w, came),
+                )
+            )
     for extra in (c.manager if c.manager is not c.gateway else None, c.gateway, c.serve):
         if extra is not None:
             out.append(
@@ -329,6 +340,7 @@ def process_table(w: World, k: int) -> list[ProcessAtCapture]:
         if not proc.alive[k]:
             continue
         pid = proc.pid_at(k)
+        up = _since(w, max((at for at, p in proc.pids if at <= k), default=0))
         name, cmd = _engine_cmd(w, proc)
         acc = proc.static + proc.dyn[k]
         rss = proc.rss + proc.rss_dyn[k]
@@ -352,6 +364,7 @@ def process_table(w: World, k: int) -> list[ProcessAtCapture]:
                     cmd,
                     int(proc.rss * 0.3 + proc.rss_dyn[k]),
                     _as_int(_gpu(w, cuda or 0.0) if cuda else None),
+                    up,
                 )
             )
             out.append(
@@ -362,11 +375,14 @@ def process_table(w: World, k: int) -> list[ProcessAtCapture]:
                     ["VLLM::EngineCore"],
                     int(proc.rss * 0.7),
                     _as_int(_gpu(w, acc)),
+                    up,
                 )
             )
         elif proc.kind == "sglang":
             out.append(
-                ProcessAtCapture(pid, ppid, name, cmd, int(proc.rss * 0.25 + proc.rss_dyn[k]), None)
+                ProcessAtCapture(
+                    pid, ppid, name, cmd, int(proc.rss * 0.25 + proc.rss_dyn[k]), None, up
+                )
             )
             out.append(
                 ProcessAtCapture(
@@ -376,6 +392,7 @@ def process_table(w: World, k: int) -> list[ProcessAtCapture]:
                     ["sglang::scheduler_TP0"],
                     int(proc.rss * 0.65),
                     _as_int(_gpu(w, acc)),
+                    up,
                 )
             )
             out.append(
@@ -386,11 +403,25 @@ def process_table(w: World, k: int) -> list[ProcessAtCapture]:
                     ["sglang::detokenizer"],
                     int(proc.rss * 0.1),
                     None,
+                    up,
                 )
             )
         else:
-            out.append(ProcessAtCapture(pid, ppid, name, cmd, int(rss), _as_int(_gpu(w, acc))))
+            out.append(ProcessAtCapture(pid, ppid, name, cmd, int(rss), _as_int(_gpu(w, acc)), up))
     return out
+
+
+def _came(held: list[float], k: int) -> int:
+    """The grid index where the run of memory held up to k began."""
+    while k > 0 and held[k - 1] > 0:
+        k -= 1
+    return k
+
+
+def _since(w: World, k: int) -> float | None:
+    """When a process that came up at grid index k started: up before the day began (k 0)
+    is up since the box booted."""
+    return None if k == 0 else w.grid.time(k)
 
 
 def _as_int(v: float | None) -> int | None:

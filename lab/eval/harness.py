@@ -22,6 +22,7 @@ import orjson
 
 from evidence.analyze.classify import classify
 from evidence.analyze.ingest import connect, ingest
+from evidence.archive.clock import iso
 from evidence.capture.probes.prometheus import QUERIES, step_for
 from lab.builder import Builder, engine
 from lab.core import EVIDENCE
@@ -61,7 +62,9 @@ class Row:
     top: list[tuple[str, float]] = field(default_factory=list)  # our top three candidates
 
 
-def _rows(processes: Iterable[ProcessAtCapture]) -> list[dict[str, Any]]:
+def _rows(processes: Iterable[ProcessAtCapture], boot: float) -> list[dict[str, Any]]:
+    """The process rows as the collector writes them, started at boot where the day does
+    not say otherwise: the same process keeps its start time from bundle to bundle."""
     return [
         {
             "pid": p.pid,
@@ -69,6 +72,7 @@ def _rows(processes: Iterable[ProcessAtCapture]) -> list[dict[str, Any]]:
             "name": p.name,
             "cmdline": p.cmdline,
             "rss_bytes": p.rss_bytes,
+            "start_time": iso(boot if p.started is None else p.started),
         }
         for p in processes
     ]
@@ -157,7 +161,7 @@ def bundle(s: Scenario, archive: Path) -> list[Path]:
             window_s=0.0,
         )
         b.memory([(t, s.memory_total - available)], swap_total=s.swap_total)
-        _gpu(b.host().processes(_rows(processes)), s, card, processes)
+        _gpu(b.host().processes(_rows(processes, boot)), s, card, processes)
         written.append(b.write(archive))
     b = Builder(
         s.hostname,
@@ -176,7 +180,7 @@ def bundle(s: Scenario, archive: Path) -> list[Path]:
         )
         times = [w[0] for w in s.window]
         b.pressure([(t, s.psi_some) for t in times], [(t, s.psi_full) for t in times])
-    b.processes(_rows(s.processes))
+    b.processes(_rows(s.processes, boot))
     _gpu(b, s, s.card_used, s.processes)
     if s.engines:
         b.engines([_engine(e) for e in s.engines])

@@ -52,6 +52,7 @@ class ProcessAtCapture:
     cmdline: list[str]
     rss_bytes: int
     gpu_bytes: int | None = None  # per-process accelerator memory; None when not listed
+    started: float | None = None  # unix seconds; None: up since the box booted
 
 
 @dataclass
