@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from evidence.analyze.recognise import belongs
-from evidence.analyze.rules import COMPILERS
+from evidence.analyze.rules import COMPILERS, DESKTOP_APPS
 from evidence.analyze.tags import tags_of
 from evidence.capture.config import ENGINE_KINDS
 from evidence.capture.engines import readers
@@ -56,6 +56,7 @@ def test_an_engine_is_recognised_by_the_catalogs_words():
     assert belongs(child, "llama-server") and belongs(child, "llama-swap")
     assert not any(belongs(other, kind) for kind in engine_kinds())
     assert set(COMPILERS) == set(catalog("engines")["build"]["compilers"])
+    assert set(DESKTOP_APPS) == set(catalog("engines")["desktop"]["apps"])
 
 
 def test_one_floor_quantile():

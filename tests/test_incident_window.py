@@ -423,6 +423,54 @@ def test_a_process_leaking_across_the_baselines_is_named_before_anything_fails(t
     assert "archive" in result["context"]["series"]["memory_used"]["origin"]
 
 
+def _grew_across_the_baselines(name: str, total_gib: float, failed: bool) -> list[Builder]:
+    """No Prometheus: six hourly cron bundles and a capture, in which one process `name`
+    grows from 0.6 to 3.4 GiB, its floor above the last at every bundle. The capture is a
+    cron snapshot on a machine with room, or a failed check with the machine out of memory
+    (`failed`)."""
+    started = iso(AT - 30 * 86400)
+    total = total_gib * GIB
+    builders = []
+    for k, rss in enumerate([0.6, 1.1, 1.6, 2.1, 2.6, 3.0]):
+        at = AT - (5 - k) * 3600
+        b = Builder("box-8", at, total=total, trigger=("cron", "baseline"), window_s=0)
+        b.memory([(at, total * 0.4 + rss * GIB)]).pressure([(at, 0.0)]).host().kernel([]).logs([])
+        b.processes([{"pid": 709, "name": name, "rss_bytes": int(rss * GIB),
+                      "start_time": started}])  # fmt: skip
+        builders.append(b)
+    trigger = ("healthcheck", "gateway", "HTTP 502") if failed else ("cron", "baseline")
+    now = Builder("box-8", AT + 600, total=total, trigger=trigger)
+    used = total - 0.2 * GIB if failed else total * 0.4 + 3.4 * GIB
+    now.memory([(AT + 600 + i, used) for i in range(30)])
+    now.pressure([(AT + 600 + i, 0.0) for i in range(30)]).host().kernel([]).logs([])
+    now.processes([{"pid": 709, "name": name, "rss_bytes": int(3.4 * GIB),
+                    "start_time": started}])  # fmt: skip
+    return [*builders, now]
+
+
+def test_a_browser_growing_through_its_users_day_is_no_leak(tmp_path):
+    result = verdict(tmp_path, *_grew_across_the_baselines("firefox", 64, failed=False))
+    assert result["verdict"] == "no-fault", scores(result)
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert any("a desktop app growing with its user's day" in e
+               for e in leak["evidence_against"]), leak  # fmt: skip
+
+
+def test_a_service_growing_the_same_way_is_a_leak(tmp_path):
+    result = verdict(tmp_path, *_grew_across_the_baselines("litellm", 64, failed=False))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+
+
+def test_a_process_that_grew_until_the_small_machine_ran_out_is_what_it_ran_out_for(tmp_path):
+    result = verdict(tmp_path, *_grew_across_the_baselines("litellm", 8, failed=True))
+    assert result["verdict"] == "host-exhaustion", scores(result)
+    host = result["candidates"][0]
+    assert any("709 litellm grew from" in e and "not an engine" in e
+               for e in host["evidence_for"]), host  # fmt: skip
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert leak["score"] < 3, leak
+
+
 def _climbed_in_the_baselines(used_gib: list[float]) -> list[Builder]:
     """No Prometheus: the host's half-hourly cron bundles through the day, memory used 40
     GiB of 64 until the last of them read `used_gib`, then the kernel killing vLLM's
@@ -972,6 +1020,41 @@ def test_a_vm_that_held_its_share_all_day_is_not_what_ran_the_box_out(tmp_path):
 
 def test_the_same_vm_started_with_the_climb_is_what_ran_the_box_out(tmp_path):
     result = verdict(tmp_path, _beside_a_vm(len(DAY) - 36))
+    assert result["verdict"] == "host-exhaustion", scores(result)
+    host = result["candidates"][0]
+    assert any("pid 736 (qemu-system-x86) holds 30.0 GiB" in e for e in host["evidence_for"])
+
+
+def _roomy_box_beside_a_vm(vm_started: float) -> Builder:
+    """A 128 GiB box using 90 GiB all day, then 33 GiB more over the three hours before the
+    kernel takes llama-server. Either a 30 GiB VM is up since boot, with 38 GiB usually free
+    beside it (so it never held most of the machine), and the climb is the engine's, killed
+    at 35 GiB; or the same VM started with the climb, and the engine was killed at its usual
+    13 GiB. Only the process table's start time and the kill line tell them apart."""
+    n = len(DAY)
+    since_boot = vm_started < DAY[0]
+    used = [90 * GIB + 33 * GIB * max(0, i - (n - 36)) / 36 for i in range(n)]
+    anon = 30753634 if since_boot else 8753634
+    kill = (
+        f"Out of memory: Killed process 52769 (llama-server) total-vm:62413308kB, "
+        f"anon-rss:{anon}kB, file-rss:4519743kB, shmem-rss:0kB, UID:1000 pgtables:17627kB "
+        "oom_score_adj:500"
+    )
+    b = _killed_after(noisy(used, 0.1 * GIB), kill)
+    return b.processes([{"pid": 736, "name": "qemu-system-x86", "rss_bytes": 30 * GIB,
+                         "start_time": iso(vm_started)}])  # fmt: skip
+
+
+def test_a_vm_up_since_boot_through_the_roomy_hours_is_not_what_ran_the_box_out(tmp_path):
+    result = verdict(tmp_path, _roomy_box_beside_a_vm(AT - 30 * 86400))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    assert not any("qemu-system-x86) holds" in e for e in host["evidence_for"]), host
+    assert any("is not its arrival" in e for e in host["evidence_against"]), host
+
+
+def test_the_same_vm_started_with_the_climb_on_a_roomy_box_ran_it_out(tmp_path):
+    result = verdict(tmp_path, _roomy_box_beside_a_vm(AT - 3 * 3600))
     assert result["verdict"] == "host-exhaustion", scores(result)
     host = result["candidates"][0]
     assert any("pid 736 (qemu-system-x86) holds 30.0 GiB" in e for e in host["evidence_for"])

@@ -188,7 +188,8 @@ def derive(con: duckdb.DuckDBPyConnection, bundle_id: str) -> Facts:
         facts.engine_load[engine] = values
     facts.processes = _rows(
         con,
-        "SELECT pid, ppid, name, cmdline, rss_bytes, state FROM processes WHERE bundle_id = ?",
+        "SELECT pid, ppid, name, cmdline, rss_bytes, state, epoch(start_time) AS started "
+        "FROM processes WHERE bundle_id = ?",
         [bundle_id],
     )
     facts.gpu_devices = _rows(con, "SELECT * FROM gpu_devices WHERE bundle_id = ?", [bundle_id])

@@ -41,6 +41,7 @@ GIB = 1024**3
 SQUAT_GPU_BYTES = 1 * GIB  # an idle engine holding this much GPU memory is squatting
 SQUAT_RSS_BYTES = 4 * GIB
 COMPILERS = tuple(catalog("engines")["build"]["compilers"])  # evidence/schemas/engines.toml
+DESKTOP_APPS = frozenset(catalog("engines")["desktop"]["apps"])  # a person's session
 BUILD_SHARE = 0.30  # compilers holding this share of memory are load, not background
 BUILD_JOB_BYTES = 2 * GIB  # one C++ or CUDA compile job at its peak (flash-attention's: more)
 BUILD_JOBS_MANY = 32  # jobs whose 64 GiB outgrow most workstations, where memory is unknown
@@ -882,17 +883,23 @@ def _hourly_shares(series: shapes.Series) -> list[float]:
 @rule("leak-ratchet")
 def leak_ratchet(f: Facts) -> Judgement:
     j = Judgement()
-    _leak_per_process(f, j)
     staircase = _unload_staircase(f)
     if staircase:
         j.add(4, staircase)
+    _leak_in_memory(f, j)
+    _leak_per_process(f, j, named=j.score > 0)
+    return j
+
+
+def _leak_in_memory(f: Facts, j: Judgement) -> None:
+    """The leak on a memory line: floors in the history, else the bundle's own window."""
     memory = _memory_series(f)
     if memory is None:
         j.missing.append("a memory series")
-        return j
+        return
     if _history(f, memory[0]):
         _leak_in_history(f, j)
-        return j
+        return
     series = f.series[memory[0]]
     ratchet = shapes.ratchet(series, fmt=_gib)
     if ratchet.verdict:
@@ -913,7 +920,6 @@ def leak_ratchet(f: Facts) -> Judgement:
     rhythm = shapes.daily_rhythm(series, fmt=_gib)
     if rhythm.verdict:
         j.evidence_against.append(f"a daily rhythm, which is not a trend: {rhythm.why}")
-    return j
 
 
 def _unload_staircase(f: Facts) -> str | None:
@@ -934,10 +940,33 @@ def _unload_staircase(f: Facts) -> str | None:
     )
 
 
-def _leak_per_process(f: Facts, j: Judgement) -> None:
+def _leak_per_process(f: Facts, j: Judgement, named: bool) -> None:
     """One process followed through the host's earlier bundles and this one: its resident
     memory floor higher at each bundle than at the last, by a size that matters. Named
-    even before anything fails."""
+    even before anything fails; where a memory line already showed the leak (`named`), the
+    process is who leaked, not a second leak."""
+    for name, said in _grown(f):
+        if name in DESKTOP_APPS:
+            # Through a waking day a browser gains tabs and a shell windows: its user's day.
+            j.evidence_against.append(f"{said}: a desktop app growing with its user's day")
+        elif not is_engine(name) and _window(f).failure and _ran_low(f):
+            j.evidence_against.append(
+                f"{said}: another process than the engines grew until the machine ran out, "
+                "which is the host running out (host-exhaustion)"
+            )
+        else:
+            if named:
+                # The same rise the memory line weighed: who leaked, not a second leak.
+                j.evidence_for.append(f"{said}: the process that leaked")
+            else:
+                j.add(3, said)
+            return
+
+
+def _grown(f: Facts) -> list[tuple[str, str]]:
+    """The processes whose resident floor rose bundle after bundle through the host's
+    earlier bundles and this one, by a size that matters: (name, what the readings say)."""
+    out = []
     for key, series in f.process_history.items():
         levels: list[float] = []
         last = None
@@ -948,15 +977,27 @@ def _leak_per_process(f: Facts, j: Judgement) -> None:
             levels[-1] = min(levels[-1], v)
             last = t
         onset = _rising_floors(levels, PROCESS_LEAK_BYTES)
-        if onset is not None and levels[-1] >= PROCESS_LEAK_FACTOR * levels[onset]:
-            rises = sum(b > a for a, b in zip(levels[onset:], levels[onset + 1 :], strict=False))
-            j.add(
-                3,
-                f"pid {key} grew from {_gib(levels[onset])} to {_gib(levels[-1])} resident over "
-                f"{len(levels) - onset} bundles of this host, each floor above the last "
+        if onset is None or levels[-1] < PROCESS_LEAK_FACTOR * levels[onset]:
+            continue
+        rises = sum(b > a for a, b in zip(levels[onset:], levels[onset + 1 :], strict=False))
+        out.append(
+            (
+                key.split(" ", 1)[1],
+                f"pid {key} grew from {_gib(levels[onset])} to {_gib(levels[-1])} resident "
+                f"over {len(levels) - onset} bundles of this host, each floor above the last "
                 f"({rises} of {len(levels) - onset - 1} rose); read from the archive",
             )
-            return
+        )
+    return out
+
+
+def _grew_other(f: Facts) -> str | None:
+    """A process other than the engines and the desktop whose floor rose bundle after
+    bundle: what the machine ran out for."""
+    for name, said in _grown(f):
+        if not is_engine(name) and name not in DESKTOP_APPS:
+            return f"{said}: not an engine"
+    return None
 
 
 def _quiet_floors(f: Facts, name: str, series: shapes.Series) -> list[tuple[float, float]]:
@@ -1930,11 +1971,11 @@ def host_exhaustion(f: Facts) -> Judgement:
         if culprit:
             j.add(2, culprit)
         elif engine_kill(text):
-            name, most, _ = _largest_other(f)
+            name, most, group = _largest_other(f)
             j.evidence_against.append(
                 f"the victim was the engine and {name}, the largest other, is no culprit: "
                 f"{furniture}; the engine's own growth ran the machine out"
-                if (furniture := _held_all_day(f, most))
+                if (furniture := _furniture(f, group, most))
                 else "the victim was the engine and no other process held much: the engine's "
                 "own growth ran the machine out"
             )
@@ -1942,6 +1983,10 @@ def host_exhaustion(f: Facts) -> Judgement:
         j.add(
             3, f"systemd says the OOM killer killed a process of the unit: {_last(f, 'unit-oom')}"
         )
+    elif _window(f).failure and _ran_low(f) and not _stalled(f) and (grew := _grew_other(f)):
+        # Nothing killed, and no stall to be the story: the process that grew into the
+        # machine's memory is what it ran out for.
+        j.add(2, grew)
     elif f.oom_kills:
         ago, text = f.oom_kills[-1]
         j.add(1, f"an OOM kill {ago / 3600:.1f} h before the capture, too early to be this "
@@ -2026,17 +2071,59 @@ def _culprit(f: Facts, kill: str) -> str | None:
     named = victim(kill)
     if named and not is_engine(named[0]) and (named[1] or 0) >= CULPRIT_SHARE * total:
         return f"the victim, {named[0]}, held {_gib(named[1])}: not the engine"
+    if grew := _grew_other(f):
+        return grew
     # The victim's own size bounds it: a process smaller than the engine that was killed
     # is background, and the engine is what grew. Processes of one name count together
     # (a build's compilers grow as a swarm, each one small).
     least = max(CULPRIT_SHARE * total, (named[1] or 0) if named else 0)
     name, most, group = _largest_other(f)
-    if not group or most < least or _held_all_day(f, most):
+    if not group or most < least or _furniture(f, group, most):
         return None
     count = len(group)
     first = group[0]["pid"]
     who = f"{count} {name} processes hold" if count > 1 else f"pid {first} ({name}) holds"
     return f"{who} {_gib(most)}, more than the engine that was killed: not an engine"
+
+
+def _furniture(f: Facts, group: list[dict[str, Any]], held: float) -> str | None:
+    """Why the processes of one name holding `held` are the machine's furniture, not what
+    ran it out tonight: they held most of it all day, or ran through the earlier hours
+    when it had room."""
+    return _held_all_day(f, held) or _there_before(f, group)
+
+
+def _there_before(f: Facts, group: list[dict[str, Any]]) -> str | None:
+    """Processes that were already running when the history begins: the machine's earlier
+    hours, when it had room, were lived with them, so their presence is not what changed
+    tonight. Only their own readings rising by half of what was lost since say they grew
+    into it (a start time says nothing of growth)."""
+    w = _window(f)
+    started = [p.get("started") for p in group]
+    series = f.series.get("available", [])
+    room = [(t, v) for t, v in w.reference(series) if v is not None]
+    if not started or None in started or not room or max(started) > room[0][0]:
+        return None
+    before = known(w.incident(series))
+    if not before:
+        return None
+    usual = _median([v for _, v in room])
+    lost = usual - min(before)
+    grew = sum(_rose(f.process_history.get(f"{p['pid']} {p['name']}", [])) for p in group)
+    if lost <= 0 or grew >= lost / 2:
+        return None
+    return (
+        f"it was running before the history begins ({(w.end - min(started)) / HOUR_S:.0f} h "
+        f"before the failure), through the earlier hours when {_gib(usual)} was usually free: "
+        f"the {_gib(lost)} lost tonight is not its arrival, and nothing of its own readings "
+        "says it grew"
+    )
+
+
+def _rose(history: shapes.Series) -> float:
+    """How far a process's resident memory rose over its readings (0 with fewer than two)."""
+    values = known(history)
+    return max(0.0, values[-1] - values[0]) if len(values) >= 2 else 0.0
 
 
 def _held_all_day(f: Facts, held: float) -> str | None:
