@@ -348,7 +348,8 @@ def process_table(w: World, k: int) -> list[ProcessAtCapture]:
             rss += culprit
         if unified_mac:
             rss += acc * 0.9
-        if proc.kind in ("llama-server",) and c.manager is not None and dep.managed:
+        if proc.kind != "ollama-runner" and c.manager is not None and dep.managed:
+            # llama-swap runs each model's `cmd` as its own child, vLLM and SGLang too.
             ppid = c.manager.pid
         elif proc.kind == "ollama-runner" and c.serve is not None:
             ppid = c.serve.pid

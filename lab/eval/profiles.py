@@ -175,7 +175,7 @@ class Deployment:
     util: float  # gpu_memory_utilization / mem_fraction_static
     port: int
     gateway: str | None  # llama-swap | litellm | nginx | None
-    managed: bool  # llama-server started by llama-swap
+    managed: bool  # the engine's servers started by llama-swap
     metrics: bool  # the engine publishes /metrics
     scraped: bool  # Prometheus has a job for the engine
     old_vllm: bool  # publishes vllm:gpu_cache_usage_perc instead of kv_cache_usage_perc
