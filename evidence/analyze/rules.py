@@ -2064,7 +2064,8 @@ def _ran_low(f: Facts) -> bool:
 
 def _culprit(f: Facts, kill: str) -> str | None:
     """Another process than the engines holding a large share of the machine at the
-    capture, or killed holding it: what the machine ran out for."""
+    capture, killed holding it, or growing bundle after bundle: what the machine ran out
+    for."""
     total = f.memory_total or 0
     if not total:
         return None
