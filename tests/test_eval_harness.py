@@ -392,6 +392,19 @@ def test_evaluate_classifies_every_scenario_and_the_report_adds_up(tmp_path):
     assert "no-fault" in text and "host-exhaustion" in text
 
 
+def test_a_kept_evaluation_is_judged_again_without_rendering(tmp_path):
+    scenarios = [scenario("no-fault-1"), scenario("host-exhaustion-2", "host-exhaustion")]
+    rows = harness.evaluate(scenarios, tmp_path, peer=False)
+    for archive in (tmp_path / "archive").glob("bundles/*/*"):
+        (archive / "manifest.json").unlink()  # rejudging must not read the bundles again
+    again = harness.rejudge(tmp_path)
+    assert [(r.id, r.truth, r.ours, r.our_score) for r in again] == [
+        (r.id, r.truth, r.ours, r.our_score) for r in rows
+    ]
+    with pytest.raises(ValueError, match="no evaluation to rejudge"):
+        harness.rejudge(tmp_path / "nowhere")
+
+
 def test_the_report_counts_the_bars():
     def row(truth, ours, theirs="context-creep"):
         return harness.Row("x", truth, 0.5, "household", "vllm", ours, 5, theirs, 2, "", [])

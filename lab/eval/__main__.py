@@ -1,6 +1,8 @@
 """make eval: the classifier (and the seed's diagnose-oom.py) on generated histories.
 
 python -m lab.eval [--seed N] [--count N] [--real N] [--no-peer] [--json FILE] [--misses]
+python -m lab.eval --rejudge DIR [--misses]   (the histories a --keep DIR run left, classified
+                                               again by the analyst as it is now)
 
 Exit status 0 when the bars hold (at least 95 % right, no healthy box called a fault, no
 failed one called no-fault), 1 when they do not.
@@ -61,9 +63,22 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write every row here as JSON")
     parser.add_argument("--misses", action="store_true", help="list our misses")
     parser.add_argument("--keep", type=Path, help="keep the archive and scratch under DIR")
+    parser.add_argument(
+        "--rejudge",
+        type=Path,
+        metavar="DIR",
+        help="classify again what a --keep DIR run rendered (no render, no peer)",
+    )
     args = parser.parse_args()
     if args.count < 1:
         parser.error("--count must be at least 1")
+    if args.rejudge:
+        try:
+            rows = harness.rejudge(args.rejudge / "suite")
+        except ValueError as exc:
+            parser.error(str(exc))
+        print(harness.report(rows, misses=args.misses))
+        return 0 if harness.figures(rows).holds else 1
     seed = args.seed if args.seed is not None else int(time.time()) % 1_000_000
     print(f"seed {seed}: repeat with python -m lab.eval --seed {seed} --count {args.count}")
     progress = (

@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ NO_PROMETHEUS = (
     "nothing is listening (connection refused)"
 )
 NOT_FAULTS = ("no-fault", "ambiguous", "insufficient-evidence")
+INDEX = "rows.json"  # what evaluate leaves beside its archives, for rejudge
 UPTIME_S = 30 * DAY_S  # the box booted well before its first baseline
 BARS = "at least 95 % right, no healthy box called a fault, no failed one called no-fault"
 Progress = Callable[[str], None]
@@ -278,26 +279,63 @@ def evaluate(
             if progress and (i + 1) % 50 == 0:
                 progress(f"rendered {i + 1} of {len(scenarios)}")
         clock["render_s"] = time.monotonic() - start
-        clock["ingest_s"] = clock["classify_s"] = 0.0
-        ours = {}
-        for archive, incidents in archives.items():
+        clock["ingest_s"] = 0.0
+        for archive in archives:
             start = time.monotonic()
             summary = ingest(archive)
             clock["ingest_s"] += time.monotonic() - start
             if summary.quarantined:
                 raise RuntimeError(f"the harness wrote broken bundles: {summary.line()}")
-            start = time.monotonic()
-            con = connect(archive, read_only=True)
-            try:
-                for key, bundle_id in incidents.items():
-                    ours[key] = _ours(classify(con, bundle_id))
-            finally:
-                con.close()
-            clock["classify_s"] += time.monotonic() - start
+        ours = _classify_all(archives, clock)
         start = time.monotonic()
         answers = peers.result() if peers else {}
         clock["peer_wait_s"] = time.monotonic() - start
-    return [_row(s, ours[s.id], answers.get(s.id, (None, None))) for s in scenarios]
+    rows = [_row(s, ours[s.id], answers.get(s.id, (None, None))) for s in scenarios]
+    where = {key: (a.name, b) for a, incidents in archives.items() for key, b in incidents.items()}
+    (workdir / INDEX).write_bytes(
+        orjson.dumps([{**asdict(r), "archive": where[r.id][0], "bundle": where[r.id][1]}
+                      for r in rows])
+    )  # fmt: skip
+    return rows
+
+
+def rejudge(workdir: Path, progress: Progress | None = None) -> list[Row]:
+    """The scenarios an earlier `evaluate` left in `workdir` (python -m lab.eval --keep),
+    classified again by the analyst as it is now, without rendering or ingesting them anew:
+    a rule change measured in a minute. The peer's answers are kept as they were."""
+    try:
+        index = orjson.loads((workdir / INDEX).read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ValueError(f"no evaluation to rejudge in {workdir}: {exc}") from exc
+    archives: dict[Path, dict[str, str]] = {}
+    for r in index:
+        archives.setdefault(workdir / r.pop("archive"), {})[r["id"]] = r.pop("bundle")
+    ours = _classify_all(archives, {}, progress)
+    rows = []
+    for r in index:
+        r["ours"], r["our_score"], r["top"] = ours[r["id"]]
+        rows.append(Row(**r))
+    return rows
+
+
+def _classify_all(
+    archives: dict[Path, dict[str, str]], clock: dict[str, float], progress: Progress | None = None
+) -> dict[str, tuple[str, float, list[tuple[str, float]]]]:
+    """Each archive's incidents classified: scenario id -> our verdict, score, top three."""
+    clock["classify_s"] = 0.0
+    ours = {}
+    for i, (archive, incidents) in enumerate(archives.items()):
+        start = time.monotonic()
+        con = connect(archive, read_only=True)
+        try:
+            for key, bundle_id in incidents.items():
+                ours[key] = _ours(classify(con, bundle_id))
+        finally:
+            con.close()
+        clock["classify_s"] += time.monotonic() - start
+        if progress and (i + 1) % 50 == 0:
+            progress(f"classified {i + 1} of {len(archives)} archives")
+    return ours
 
 
 def _row(
