@@ -1208,6 +1208,36 @@ def test_callers_giving_up_on_a_machine_stalled_on_memory_is_no_queue(tmp_path):
     assert queue["score"] == 0, queue
 
 
+def _died_with_every_slot_busy(slots: int) -> Builder:
+    """llama-server's log tail when the card ran out with its slots busy: 12 tasks taken
+    into `slots` slots, 8 cancelled by their callers, and no release line (the answers in
+    flight died with it)."""
+    lines = []
+    for k in range(12):
+        lines.append(f"slot launch_slot_: id  {k % slots} | task {200 + 2 * k} | processing task")
+        if k % 3:
+            lines.append(f"srv  cancel_tasks: cancel task, id_task = {201 + 2 * k}")
+    b = base(trigger=("healthcheck", "gateway", "HTTP 502")).prometheus(
+        {"host_memory_available": available(healthy_bursts())}
+    )
+    return b.logs(lines + ["CUDA error: out of memory"], name="llama-server")
+
+
+def test_callers_giving_up_while_its_slots_took_the_next_task_is_a_queue(tmp_path):
+    """Four slots taking twelve tasks: each slot took its next one after the last ended."""
+    result = verdict(tmp_path, _died_with_every_slot_busy(slots=4))
+    assert result["verdict"] == "concurrency-overload", scores(result)
+    queue = result["candidates"][0]["evidence_for"][0]
+    assert "8 of the last 16 requests" in queue and "taking the next request" in queue, queue
+
+
+def test_callers_giving_up_on_slots_that_never_turned_over_is_no_queue(tmp_path):
+    """Twelve slots, each taking one task and never another: nothing says any answered."""
+    result = verdict(tmp_path, _died_with_every_slot_busy(slots=12))
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    assert queue["score"] == 0, queue
+
+
 def test_a_check_that_timed_out_on_a_stalled_machine_with_nothing_killed_is_the_stalls(
     tmp_path,
 ):

@@ -730,17 +730,36 @@ def _gave_up(f: Facts) -> str | None:
     cancelled = len(f.lines.get("request-cancelled", []))
     done = f.lines.get("request-done", [])
     # Older builds log a request twice (its slot's release and its access line).
-    released = [line for line in done if "stop processing" in line] or done
-    total = cancelled + len(released)
+    answered = len([line for line in done if "stop processing" in line] or done)
+    kept = "answering the rest"
+    if not answered:
+        # A tail cut before the releases were written (an engine that died with every
+        # slot busy) still shows its slots taking the next task, which a hung loop never does.
+        answered, kept = _slots_turned_over(f), "taking the next request into its slots"
+    total = cancelled + answered
     if not _window(f).failure or cancelled < GAVE_UP_LINES or cancelled < GAVE_UP_SHARE * total:
         return None
-    if len(released) < PROGRESS_LINES or _stalled(f):
+    if answered < PROGRESS_LINES or _stalled(f):
         return None
     return (
         f"{cancelled} of the last {total} requests in the engine's log were cancelled by "
-        "their callers before an answer, while it kept answering the rest: requests "
-        "waited their turn"
+        f"their callers before an answer, while it kept {kept}: requests waited their turn"
     )
+
+
+_SLOT_ID = re.compile(r"launch_slot_: id\s+(\d+)")
+
+
+def _slots_turned_over(f: Facts) -> int:
+    """How many times a slot of llama-server's log took a task after an earlier one: each
+    time, the task before it had ended."""
+    seen: set[str] = set()
+    again = 0
+    for line in f.lines.get("request-started", []):
+        if m := _SLOT_ID.search(line):
+            again += m.group(1) in seen
+            seen.add(m.group(1))
+    return again
 
 
 def _queue_in_stats(f: Facts) -> str | None:
