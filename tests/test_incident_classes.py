@@ -149,6 +149,41 @@ def test_an_nvidia_card_whose_list_is_read_speaks_through_its_holders(tmp_path):
     assert swap["score"] == 0, scores(result)
 
 
+def _forgotten(manager: str, loaded: list[str]) -> list:
+    """A card 22 of 24 GiB full after the next model's load failed: the manager (`manager`,
+    saying `loaded`) runs the first model's server as its child, which still holds 20 GiB."""
+    b = base(trigger=("healthcheck", "gateway", "HTTP 502"))
+    b.processes([
+        {"pid": 900, "name": manager, "rss_bytes": GIB // 4},
+        {"pid": 901, "ppid": 900, "name": "llama-server", "rss_bytes": GIB,
+         "cmdline": ["llama-server", "-m", "/models/gemma-3-27b.gguf", "--port", "5801"]},
+    ])  # fmt: skip
+    b.gpu("NVIDIA GeForce RTX 4090", 24 * GIB, 22 * GIB, [(901, "llama-server", 20 * GIB)], False)
+    b.logs(["CUDA error: out of memory"])
+    if manager == "llama-swap":
+        running = [{"model": m, "state": "ready"} for m in loaded]
+        return b.engines([engine("llama-swap", "llama-swap", readings={"/running": {
+            "models": running, "loaded": loaded}})])  # fmt: skip
+    return b.engines([_ollama([{"name": m, "model": m, "size": 20 * GIB} for m in loaded])])
+
+
+def test_llama_swap_saying_nothing_runs_beside_its_child_holding_the_card_disagrees(tmp_path):
+    result = verdict(tmp_path, _forgotten("llama-swap", []))
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+    assert (
+        "llama-swap says nothing loaded, the accelerator holds memory for 1 process"
+        in (result["candidates"][0]["evidence_for"][0])
+    )
+
+
+def test_ollama_listing_nothing_beside_its_runner_is_a_load_it_does_not_report(tmp_path):
+    """Ollama lists no model while it loads one: an empty /api/ps beside its runner holding
+    the card says nothing against it."""
+    result = verdict(tmp_path, _forgotten("ollama", []))
+    swap = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert not any("two sources disagree" in e for e in swap["evidence_for"]), swap
+
+
 def _vllm(tokens: float, prompt: float) -> dict:
     metrics = {
         "vllm:num_requests_running": 1.0,

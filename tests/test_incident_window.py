@@ -1362,6 +1362,44 @@ def test_a_climb_under_a_model_manager_is_no_model_loaded(tmp_path):
     assert any("is no load" in e for e in snu["evidence_against"]), snu
 
 
+def _second_model_minutes_before(manager: str | None) -> Builder:
+    """A 48 GiB card flat at 21.6 GiB all day (but for a 40 MiB ripple nine hours in that
+    stayed); 20 minutes before the allocation failed a second llama-server came up and the
+    card stepped up 25.5 GiB. With `manager` (llama-swap), it lists the one model it runs
+    and the card holds that one alone."""
+    n = len(DAY)
+    card = [21.6 * GIB + (40 * 2**20 if i >= 110 else 0) for i in range(n)]
+    card[n - 4 :] = [47.1 * GIB] * 4
+    b = _card_ran_out(
+        card,
+        total=48 * GIB,
+        targets_up=[
+            up("gateway", [1.0] * n),
+            seen("llama-server", 5803, [1.0] * n),
+            seen("llama-server", 5804, [None] * (n - 4) + [1.0] * 4),
+        ],
+    )
+    if manager:
+        b.gpu("NVIDIA RTX A6000", 48 * GIB, 47 * GIB, [(901, "llama-server", 46 * GIB)], False)
+        running = {"models": [{"model": "qwen3-32b", "state": "ready"}], "loaded": ["qwen3-32b"]}
+        b.engines([engine(manager, manager, readings={"/running": running})])
+    return b
+
+
+def test_a_ripple_over_the_day_does_not_hide_a_model_loaded_minutes_before(tmp_path):
+    result = verdict(tmp_path, _second_model_minutes_before(None))
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+    assert "stepped up 25.5 GiB" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_a_step_the_manager_says_is_its_one_model_is_that_model_loading(tmp_path):
+    """The same step, where llama-swap lists one model and the card holds it alone."""
+    result = verdict(tmp_path, _second_model_minutes_before("llama-swap"))
+    swap = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert swap["score"] < 3, swap
+    assert any("a model loaded" in e for e in swap["evidence_for"]), swap
+
+
 def test_a_card_floor_that_clicked_twice_to_its_allocation_failure_is_a_leak(tmp_path):
     """Flat at 13 GiB all day; in the last four hours each busy spell left its floor higher
     (17.5, then 21 GiB) and held there through the quiet, until an allocation failed. Two

@@ -1535,6 +1535,7 @@ def _engine_holders(f: Facts) -> list[dict[str, Any]]:
 def swap_not_unloaded(f: Facts) -> Judgement:
     j = Judgement()
     loaded = _loaded(f)
+    one_model = False  # a manager lists one model, and the card holds it alone
     if loaded is None:
         j.missing.append("a model manager's loaded set (llama-swap /running, Ollama /api/ps)")
     if not f.measured("gpu") or not f.gpu_devices:
@@ -1554,14 +1555,23 @@ def swap_not_unloaded(f: Facts) -> Judgement:
             and (p["pid"] in children or any(belongs(_who(f, p), kind) for kind in kinds))
         ]
         said = "; ".join(f"{m} says {', '.join(v) or 'nothing'} loaded" for m, v in loaded.items())
-        if count and len(holders) > count:
+        if not count:
+            # Nothing listed: only llama-swap's own children speak against it (a process
+            # of an engine's name elsewhere may be an orphan or another tenant), and not
+            # while it starts or stops one (that memory is on its way in or out). Ollama
+            # lists no model while it loads, so its runner holding memory is no contradiction.
+            moving = any(m["engine"] in loaded and m["state"] for m in f.models)
+            swaps = {p["pid"] for p in f.processes if _manager(p, {"llama-swap"})}
+            kept = _descendants(f, swaps) if "llama-swap" in kinds and not moving else set()
+            holders = [p for p in holders if p["pid"] in kept]
+        if len(holders) > count:
             held = ", ".join(
                 f"pid {p['pid']} {p['name'] or '?'} {_gib(p['used_bytes'])}" for p in holders
             )
             j.add(
                 5,
                 f"two sources disagree: {said}, the accelerator holds memory for "
-                f"{len(holders)} processes ({held})",
+                f"{len(holders)} process{'es' if len(holders) > 1 else ''} ({held})",
             )
         elif not count and (held := _held_beside_nothing(f)):
             if _unload_staircase(f):
@@ -1573,13 +1583,14 @@ def swap_not_unloaded(f: Facts) -> Judgement:
                 j.add(3, f"two sources disagree: {said}, yet {held}")
         else:
             j.evidence_against.append(f"the model manager and the accelerator agree ({said})")
+            one_model = count == 1
     overdue = _overdue(f) or _slept_holding(f) or _loaded_beside(f)
     if overdue:
         j.add(3, overdue)
     memory = _memory_series(f)
     if memory and _history(f, memory[0]):
         before = j.score
-        _step_with_a_server(f, j)
+        _step_with_a_server(f, j, one_model)
         second = _second_engine(f) if j.score == before else None
         if second:
             j.add(3, second)
@@ -1712,32 +1723,34 @@ def _descendants(f: Facts, roots: set[int]) -> set[int]:
     return found
 
 
-def _step_with_a_server(f: Facts, j: Judgement) -> None:
+def _step_with_a_server(f: Facts, j: Judgement, one_model: bool = False) -> None:
     """A step up the size of a model that stays to the failure, at the moment a second
-    server came up: the seeds' decisive coincidence, sized against the machine."""
+    server came up: the seeds' decisive coincidence, sized against the machine. Where the
+    manager lists one model and the card holds only it (`one_model`), the step was that
+    model loading."""
     w = _window(f)
     came_up = _servers_started(f)
     for name, label in _memory_lines(f):
         pool = _pool(f, name) or 0
         series = w.upto(f.series[name])
-        # Both levels must last a tenth of what is read: a long look for an old step, a
-        # short one for a model loaded minutes before the failure.
-        step = next(
-            (
-                found
-                for hours in SWAP_LOOKS_H
-                if (
-                    found := shapes.step(
-                        [p for p in series if p[0] >= w.end - hours * HOUR_S], fmt=_gib
-                    )
-                ).verdict
-            ),
-            None,
-        )
-        size = step.size or 0 if step else 0
-        if step is None or size <= 0:
-            continue
         model = max(MODEL_SHARE * pool, MODEL_MIN_BYTES)
+        # Both levels must last a tenth of what is read: a long look for an old step, a
+        # short one for a model loaded minutes before the failure. A long look that finds
+        # only a ripple on a flat day does not hide the model-sized step a short one finds.
+        steps = [
+            found
+            for hours in SWAP_LOOKS_H
+            if (
+                found := shapes.step(
+                    [p for p in series if p[0] >= w.end - hours * HOUR_S], fmt=_gib
+                )
+            ).verdict
+            and (found.size or 0) > 0
+        ]
+        if not steps:
+            continue
+        step = next((s for s in steps if (s.size or 0) >= model), steps[0])
+        size = step.size or 0
         if size < model:
             j.evidence_against.append(
                 f"the {label} step is {_gib(size)}, too small for a second model on "
@@ -1797,7 +1810,8 @@ def _step_with_a_server(f: Facts, j: Judgement) -> None:
                 "(no model manager, one engine's server): the engine's own memory"
             )
             continue
-        if with_server and not w.failure and len(holders) < 2 and (f.engine_targets_up or 0) < 2:
+        alone = len(holders) < 2 and (f.engine_targets_up or 0) < 2
+        if with_server and alone and (one_model or not w.failure):
             t, target = with_server[0]
             j.add(1, f"{label} stepped up {_gib(size)} as {target} came up: a model loaded")
         elif with_server:
