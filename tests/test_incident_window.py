@@ -1362,6 +1362,38 @@ def test_a_climb_under_a_model_manager_is_no_model_loaded(tmp_path):
     assert any("is no load" in e for e in snu["evidence_against"]), snu
 
 
+def _floor_rose_as_context_grew(floors: list[tuple[int, float]]) -> Builder:
+    """llama-server's card, its floor at `floors` (reading, level) with a burst every two
+    hours, to its own allocation failure; llamacpp:n_tokens_max at 4000 all day until the
+    last hour, when the conversations reached 12000 tokens."""
+    n = len(DAY)
+    high_water = [12000.0 if i >= n - 12 else 4000.0 for i in range(n)]
+    return _card_ran_out(
+        _floors(floors, 2 * GIB, 0.02 * GIB),
+        context_high_water=plain("llamacpp:n_tokens_max", high_water),
+    )
+
+
+def test_a_floor_that_rose_in_the_hours_the_context_grew_is_the_creep(tmp_path):
+    """Flat at 12 GiB until the last three hours, then 15, 18 and 21 GiB."""
+    n = len(DAY)
+    floors = [(0, 12 * GIB), (n - 36, 15 * GIB), (n - 24, 18 * GIB), (n - 12, 21 * GIB)]
+    result = verdict(tmp_path, _floor_rose_as_context_grew(floors))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert any("tracks the context high water" in e for e in leak["evidence_against"]), leak
+    assert result["verdict"] == "context-creep", scores(result)
+
+
+def test_a_floor_that_rose_all_day_before_the_context_grew_is_the_leak(tmp_path):
+    """The floor rose stretch after stretch from the morning, 10 to 21 GiB, long before the
+    conversations grew in the last hour: the cache did not drive it."""
+    floors = [(24 * k, 10 * GIB + k * GIB) for k in range(12)]
+    result = verdict(tmp_path, _floor_rose_as_context_grew(floors))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert not any("tracks" in e for e in leak["evidence_against"]), leak
+    assert result["verdict"] == "leak-ratchet", scores(result)
+
+
 def _second_model_minutes_before(manager: str | None) -> Builder:
     """A 48 GiB card flat at 21.6 GiB all day (but for a 40 MiB ripple nine hours in that
     stayed); 20 minutes before the allocation failed a second llama-server came up and the

@@ -443,6 +443,18 @@ def _busier(f: Facts) -> str | None:
     return None
 
 
+def _against_usual(w: Window, series: shapes.Series) -> tuple[float, float] | None:
+    """The median of the hour before the failure, and the highest hourly median before the
+    incident window; None without readings of both."""
+    recent = known(w.last(series, RECENT_S))
+    usual = _hourly(w.reference(series), _median)
+    return (_median(recent), max(usual)) if len(recent) >= 3 and usual else None
+
+
+def _rose_past(now: float, before: float) -> bool:
+    return now > before * CREEP_OVER_USUAL and now - before > 1e-9
+
+
 def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
     """The cache held per running request in the hour before the failure, against the
     highest hourly level of the rest of the day: longer conversations, not more of them."""
@@ -462,8 +474,6 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
                 words,
             )
         )
-        recent = known(w.last(measure, RECENT_S))
-        usual = _hourly(w.reference(measure), _median)
         level = known(w.last(series, RECENT_S))
         fullest = shapes.quantile(level, 0.9) if level else None
         if name == "kv_cache" and fullest is not None and fullest < KV_ROOM:
@@ -472,10 +482,11 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
                 "percentile): room to spare"
             )
             continue
-        if len(recent) < 3 or not usual:
+        against = _against_usual(w, measure)
+        if against is None:
             j.missing.append(f"readings of {words} in the hour before and earlier in the day")
             continue
-        now, before = _median(recent), max(usual)
+        now, before = against
         said = f"{label} {shapes.plain(now)} in the hour before, against at most " + (
             f"{shapes.plain(before)} in any hour earlier"
         )
@@ -484,7 +495,7 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
         # goes back down at night; this does not).
         steady = shapes.climb(measure)
         grew = _high_water_grew(w, series) if name == "context_high_water" else None
-        rose = now > before * CREEP_OVER_USUAL and now - before > 1e-9
+        rose = _rose_past(now, before)
         if rose and busier and prompts is False and (name == "context_high_water" or not w.failure):
             # A high-water is the longest of the requests seen: more of them reach further
             # though each is as long as before (the prompts, read directly, did not grow).
@@ -1099,7 +1110,17 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
                 j.evidence_against.append(stepped)
                 return
             cache = [n for n in ("kv_cache", "context_high_water") if _history(f, n)]
-            tracked = [n for n in cache if shapes.climb(w.upto(f.series[n])).verdict]
+            # The cache tracks the rise where it climbed with it, or where it rose past its
+            # usual range in the hour before the failure while most of the rise came in the
+            # incident window (a floor that rose all day did not wait for the cache).
+            earlier = [v for t, v in floors[onset:] if t < w.start]
+            late = not earlier or levels[-1] - earlier[-1] >= (levels[-1] - levels[onset]) / 2
+            tracked = [
+                n
+                for n in cache
+                if shapes.climb(w.upto(f.series[n])).verdict
+                or (late and (now := _against_usual(w, f.series[n])) and _rose_past(*now))
+            ]
             reloaded = [said for _, said, grew in _model_contexts(f) if grew]
             if tracked or reloaded:
                 j.score -= 1
