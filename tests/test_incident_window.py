@@ -1096,6 +1096,21 @@ def test_the_same_jump_beside_two_servers_of_one_kind_is_a_step(tmp_path):
     assert any("a step, not a ratchet" in e for e in leak["evidence_against"]), leak
 
 
+def test_the_same_rise_in_three_clicks_that_rested_between_is_a_ratchet(tmp_path):
+    """Beside the same two vLLM servers, the 30 GiB came within 80 minutes but in three
+    clicks of 10 GiB, the floor resting 40 minutes at each: a load does not rest half-way,
+    a busy spell's remainders do."""
+    n = len(DAY)
+    used = _floors([(0, 60 * GIB), (n - 58, 70 * GIB), (n - 50, 80 * GIB), (n - 42, 90 * GIB),
+                    (n - 12, 92 * GIB)], 3 * GIB)  # fmt: skip
+    b = _killed_after(used, targets_up=[seen("vllm", 8000, [1.0] * n)])
+    b.engines([engine("vllm", "vllm", url=f"http://127.0.0.1:{port}") for port in (8000, 8001)])
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    leak = result["candidates"][0]
+    assert not any("a step, not a ratchet" in e for e in leak["evidence_against"]), leak
+
+
 def test_a_box_full_all_day_whose_engine_ate_the_last_room_is_a_leak(tmp_path):
     """120 of 128 GiB in use all day; in the last six hours the engine's floor rose 5.5 GiB
     after busy spells (4 % of the machine, but most of the room left) and the kernel took

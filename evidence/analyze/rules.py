@@ -92,6 +92,7 @@ LEAK_SHARE = 0.05  # a card's floor rising 5% to a failure and never coming back
 LEAK_SHARE_HOST = 0.08  # a host's floor drifts a few per cent a day (caches it cannot drop,
 #                         desktop, logs): a leak there takes more of the machine
 LEAK_UNFAILED = 1.25  # with nothing failed yet, a quarter more before it is named
+REST_S = 1800.0  # a load does not rest half-way for half an hour; a ratchet's clicks do
 LEAK_ONE_JUMP = 0.7  # one jump between two stretches carrying 70% of the rise is a step
 LEAK_MIN_STRETCHES = 4  # a ratchet needs four floors to be seen climbing
 LEAK_STRETCH_S = 2 * 3600.0  # floors per two hours: a burst cannot fill one
@@ -1274,9 +1275,20 @@ def _one_step(
         return None  # nothing here loads a second model: the jump is the engine's own
     span = [p for p in _window(f).upto(f.series[name]) if start <= p[0] <= stop]
     step = shapes.step(span, fmt=_gib)
-    if step.verdict and _rise_time(span, step) <= LOAD_TAKES_S:
+    if step.verdict and _rise_time(span, step) <= LOAD_TAKES_S and not _rested(span, step):
         return f"{said}, the size of a model and at once: a step, not a ratchet"
     return None
+
+
+def _rested(series: shapes.Series, step: shapes.Step) -> bool:
+    """Whether the rise rested half-way: readings between a fifth and four fifths of the
+    step for REST_S or more. A load fills without a pause; a ratchet's clicks, each busy
+    spell's remainder, leave a level between them."""
+    before, size = step.before or 0.0, step.size or 0.0
+    middle = [
+        t for t, v in series if v is not None and before + 0.2 * size <= v <= before + 0.8 * size
+    ]
+    return bool(middle) and middle[-1] - middle[0] >= REST_S
 
 
 def _one_model(f: Facts) -> bool:
