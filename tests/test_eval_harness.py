@@ -18,6 +18,7 @@ from conftest import bundle_errors, need
 from evidence.analyze.ingest import connect, ingest
 from evidence.capture.probes.prometheus import QUERIES, step_for
 from lab.eval import harness, peer, promql
+from lab.eval.generate import generate
 from lab.eval.world import (
     CheckAtCapture,
     EngineAtCapture,
@@ -355,6 +356,19 @@ def test_a_scenario_renders_as_valid_bundles_that_ingest(tmp_path):
         assert gpu_used == 20 * GIB
     finally:
         con.close()
+
+
+def test_a_host_culprit_started_when_its_memory_first_appeared():
+    """The process that grew and ran the box out (where the kernel took the engine, and it
+    is still there) started inside the day, before the capture: a start time is a time,
+    never a grid index taken for one twice."""
+    started = [
+        p.started
+        for seed in range(8)
+        for p in generate(seed, "host-exhaustion", END).processes
+        if p.started is not None
+    ]
+    assert started and all(END - 86400 <= t <= END for t in started), started
 
 
 def test_no_prometheus_and_no_nvml_are_said_as_the_collector_says_them(tmp_path):

@@ -325,7 +325,7 @@ def process_table(w: World, k: int) -> list[ProcessAtCapture]:
                     ident.cmdline,
                     int(rss),
                     None,
-                    _since(w, came),
+                    came,
                 )
             )
     for extra in (c.manager if c.manager is not c.gateway else None, c.gateway, c.serve):
