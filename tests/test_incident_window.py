@@ -1253,6 +1253,18 @@ def test_callers_giving_up_on_slots_that_never_turned_over_is_no_queue(tmp_path)
     assert queue["score"] == 0, queue
 
 
+def test_a_kill_in_another_limit_hours_earlier_does_not_make_tonights_shortage_weigh(tmp_path):
+    """The same stalled box, whose kernel log also holds a container's java killed inside
+    its own memory limit sixteen hours before: context, not tonight's machine running out."""
+    java = (
+        "Memory cgroup out of memory: Killed process 304967 (java) total-vm:4782906kB, "
+        "anon-rss:2034237kB, file-rss:8192kB, shmem-rss:0kB, UID:0 pgtables:4188kB "
+        "oom_score_adj:0"
+    )
+    result = verdict(tmp_path, _notebook_outgrew_ram().kernel([java], ago_s=16 * 3600))
+    assert result["verdict"] == "memory-pressure-stall", scores(result)
+
+
 def test_a_check_that_timed_out_on_a_stalled_machine_with_nothing_killed_is_the_stalls(
     tmp_path,
 ):

@@ -2071,7 +2071,12 @@ def host_exhaustion(f: Facts) -> Judgement:
         j.evidence_against.append(grew)
         j.ending = True
     if _history(f, "available"):
-        _exhaustion_in_window(f, j, machine_kill=bool(kills) and j.score >= 4, card_grew=bool(grew))
+        # Ran out otherwise than by a kill here: an allocation failed, the pool filled, or
+        # systemd says its unit was killed (a kill too early, or inside another limit, is
+        # context and says nothing of tonight).
+        ran_out = bool(pool or f.lines.get("host-alloc-fail") or f.lines.get("unit-oom"))
+        machine_kill = bool(kills) and j.score >= 4
+        _exhaustion_in_window(f, j, machine_kill, card_grew=bool(grew), ran_out=ran_out)
         return j
     available = _values(f, "available")
     if available and f.memory_total:
@@ -2221,7 +2226,9 @@ def _services(f: Facts) -> bool:
     return bool(f.engines) or any(is_service(t) for t in f.targets)
 
 
-def _exhaustion_in_window(f: Facts, j: Judgement, machine_kill: bool, card_grew: bool) -> None:
+def _exhaustion_in_window(
+    f: Facts, j: Judgement, machine_kill: bool, card_grew: bool, ran_out: bool
+) -> None:
     """Host available memory falling to a small share of the total before the kill or the
     outage, against the rest of the day; the card's line flat; memory back once the
     victim's was released. A scrape can miss the lowest point: beside a kill a higher
@@ -2251,7 +2258,7 @@ def _exhaustion_in_window(f: Facts, j: Judgement, machine_kill: bool, card_grew:
     # The shortage weighs as this fault's evidence unless nothing ran out (no kill, no
     # allocation failure, no pool full) and the machine stalled: then the stall it caused
     # is the fault, and how the shortage looked is told but weighs nothing.
-    weighs = killed or j.score > 0 or not _stalled(f)
+    weighs = killed or ran_out or not _stalled(f)
 
     def detail(points: int, text: str) -> None:
         if weighs:
