@@ -1022,7 +1022,9 @@ def test_the_same_vm_started_with_the_climb_is_what_ran_the_box_out(tmp_path):
     result = verdict(tmp_path, _beside_a_vm(len(DAY) - 36))
     assert result["verdict"] == "host-exhaustion", scores(result)
     host = result["candidates"][0]
-    assert any("pid 736 (qemu-system-x86) holds 30.0 GiB" in e for e in host["evidence_for"])
+    assert any(
+        "pid 736 (qemu-system-x86)" in e and "holds 30.0 GiB" in e for e in host["evidence_for"]
+    )
 
 
 def _roomy_box_beside_a_vm(vm_started: float) -> Builder:
@@ -1057,7 +1059,34 @@ def test_the_same_vm_started_with_the_climb_on_a_roomy_box_ran_it_out(tmp_path):
     result = verdict(tmp_path, _roomy_box_beside_a_vm(AT - 3 * 3600))
     assert result["verdict"] == "host-exhaustion", scores(result)
     host = result["candidates"][0]
-    assert any("pid 736 (qemu-system-x86) holds 30.0 GiB" in e for e in host["evidence_for"])
+    assert any(
+        "pid 736 (qemu-system-x86)" in e and "holds 30.0 GiB" in e for e in host["evidence_for"]
+    )
+
+
+def _vm_beside_an_engine_holding_its_weights(vm_started: float) -> Builder:
+    """The roomy box's VM beside a llama-server killed holding its usual 8.4 GiB and 40 GiB
+    of mapped weights: bigger than the VM, but it held them all day."""
+    b = _roomy_box_beside_a_vm(vm_started)
+    return b.kernel([
+        "Out of memory: Killed process 52769 (llama-server) total-vm:62413308kB, "
+        "anon-rss:8753634kB, file-rss:41943040kB, shmem-rss:0kB, UID:1000 pgtables:17627kB "
+        "oom_score_adj:500"
+    ], ago_s=3 * 60)  # fmt: skip
+
+
+def test_a_vm_that_arrived_with_the_climb_ran_the_box_out_beside_a_larger_engine(tmp_path):
+    result = verdict(tmp_path, _vm_beside_an_engine_holding_its_weights(AT - 3 * 3600))
+    assert result["verdict"] == "host-exhaustion", scores(result)
+    assert any(
+        "the arrival ran the machine out" in e for e in result["candidates"][0]["evidence_for"]
+    )
+
+
+def test_the_same_vm_up_since_boot_did_not_arrive(tmp_path):
+    result = verdict(tmp_path, _vm_beside_an_engine_holding_its_weights(AT - 30 * 86400))
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    assert not any("arrival" in e for e in host["evidence_for"]), host
 
 
 def _one_jump_to_the_kill(second_server: bool) -> Builder:

@@ -2148,8 +2148,10 @@ def _culprit(f: Facts, kill: str) -> str | None:
     # The victim's own size bounds it: a process smaller than the engine that was killed
     # is background, and the engine is what grew. Processes of one name count together
     # (a build's compilers grow as a swarm, each one small).
-    least = max(CULPRIT_SHARE * total, (named[1] or 0) if named else 0)
     name, most, group = _largest_other(f)
+    if group and (came := _arrived(f, group, most)):
+        return came
+    least = max(CULPRIT_SHARE * total, (named[1] or 0) if named else 0)
     if not group or most < least or _furniture(f, group, most):
         return None
     count = len(group)
@@ -2189,6 +2191,38 @@ def _there_before(f: Facts, group: list[dict[str, Any]]) -> str | None:
         f"before the failure), through the earlier hours when {_gib(usual)} was usually free: "
         f"the {_gib(lost)} lost tonight is not its arrival, and nothing of its own readings "
         "says it grew"
+    )
+
+
+def _arrived(f: Facts, group: list[dict[str, Any]], held: float) -> str | None:
+    """Processes of one name that all started inside the look-back, after the hours when
+    the machine had room, and hold at least half of what was lost since: their arrival is
+    what changed tonight, however large the engine that was there before them (its weights
+    were there all day)."""
+    w = _window(f)
+    started = [p.get("started") for p in group]
+    series = f.series.get("available", [])
+    room = [(t, v) for t, v in w.reference(series) if v is not None]
+    before = known(w.incident(series))
+    if None in started or not room or not before or min(started) <= room[0][0]:
+        return None
+    lost = _median([v for _, v in room]) - min(before)
+    # What the machine had free when they started, against the failure: their arrival
+    # cost it what they hold (a process table's start alone is no arrival).
+    then = [v for t, v in series if v is not None and t <= min(started)]
+    cost = then[-1] - min(before) if then else 0.0
+    if held < max(CULPRIT_SHARE * (f.memory_total or 0), lost / 2) or cost < held / 2:
+        return None
+    first = group[0]
+    who = (
+        f"{len(group)} {first['name']} processes"
+        if len(group) > 1
+        else (f"pid {first['pid']} ({first['name']})")
+    )
+    return (
+        f"{who} started {(w.end - min(started)) / HOUR_S:.1f} h before the failure and "
+        f"{'hold' if len(group) > 1 else 'holds'} {_gib(held)}, of the {_gib(lost)} lost "
+        "since the hours with room: the arrival ran the machine out, not an engine"
     )
 
 
