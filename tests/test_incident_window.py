@@ -471,6 +471,33 @@ def test_a_process_that_grew_until_the_small_machine_ran_out_is_what_it_ran_out_
     assert leak["score"] < 3, leak
 
 
+def _grew_then_the_kernel_killed(scope: str) -> list[Builder]:
+    """litellm growing bundle after bundle on the 8 GiB box, and the kernel taking
+    llama-server three minutes before the failed check, for the whole machine or inside a
+    cgroup's limit (`scope`); the capture's own readings, after the kill, show room."""
+    *before, now = _grew_across_the_baselines("litellm", 8, failed=True)
+    now.memory([(AT + 600 + i, 4.8 * GIB) for i in range(30)])
+    kill = (
+        "Killed process 4242 (llama-server) total-vm:9413308kB, anon-rss:2753634kB, "
+        "file-rss:519743kB, shmem-rss:0kB, UID:1000 pgtables:7627kB oom_score_adj:0"
+    )
+    prefix = "Out of memory" if scope == "machine" else "Memory cgroup out of memory"
+    return [*before, now.kernel([f"{prefix}: {kill}"], ago_s=3 * 60)]
+
+
+def test_a_process_that_grew_until_the_kernel_killed_for_the_machine_ran_it_out(tmp_path):
+    """A coarse reading can miss the lowest point; a kill for the whole machine cannot."""
+    result = verdict(tmp_path, *_grew_then_the_kernel_killed("machine"))
+    assert result["verdict"] == "host-exhaustion", scores(result)
+    assert any("709 litellm grew from" in e for e in result["candidates"][0]["evidence_for"])
+
+
+def test_the_same_growth_beside_a_kill_inside_a_limit_is_not_the_machine_running_out(tmp_path):
+    result = verdict(tmp_path, *_grew_then_the_kernel_killed("cgroup"))
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    assert not any("709 litellm grew from" in e for e in host["evidence_for"]), host
+
+
 def _climbed_in_the_baselines(used_gib: list[float]) -> list[Builder]:
     """No Prometheus: the host's half-hourly cron bundles through the day, memory used 40
     GiB of 64 until the last of them read `used_gib`, then the kernel killing vLLM's

@@ -980,7 +980,7 @@ def _leak_per_process(f: Facts, j: Judgement, named: bool) -> None:
         if name in DESKTOP_APPS:
             # Through a waking day a browser gains tabs and a shell windows: its user's day.
             j.evidence_against.append(f"{said}: a desktop app growing with its user's day")
-        elif not is_engine(name) and _window(f).failure and _ran_low(f):
+        elif not is_engine(name) and _window(f).failure and (_ran_low(f) or _machine_killed(f)):
             j.evidence_against.append(
                 f"{said}: another process than the engines grew until the machine ran out, "
                 "which is the host running out (host-exhaustion)"
@@ -2033,7 +2033,10 @@ def host_exhaustion(f: Facts) -> Judgement:
             )
         else:
             j.add(4, f"the OOM killer ran{when}: {text[:200]}")
-        culprit = _culprit(f, text) if _ran_low(f) else None
+        # A process seen growing bundle after bundle needs no reading of the lowest point
+        # beside a kill of the whole machine; one merely large does.
+        grown = _grew_other(f) if _machine_killed(f) else None
+        culprit = _culprit(f, text) if _ran_low(f) else grown
         if culprit:
             j.add(2, culprit)
         elif engine_kill(text):
@@ -2120,6 +2123,12 @@ def _nearly_full(f: Facts, unified: bool) -> dict[str, Any] | None:
         if kind and used and total and total - used < LOW_AVAILABLE * total:
             return d
     return None
+
+
+def _machine_killed(f: Facts) -> bool:
+    """The kernel killed for the whole machine within the hour, not inside a cgroup's limit:
+    it ran out, whatever a coarse scrape of available memory caught of the lowest point."""
+    return any(not text.startswith("Memory cgroup") for _, text in _recent_kills(f))
 
 
 def _ran_low(f: Facts) -> bool:
