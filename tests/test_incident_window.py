@@ -1405,6 +1405,40 @@ def _ran_out_busy(last_hour_queued: int) -> Builder:
     return b.logs(["CUDA error: out of memory"])
 
 
+def _timed_out_in_a_busy_hour(stall: float) -> Builder:
+    """The same office-hours queue every day and in the hour before the gateway's check
+    timed out, on a card that never ran out; memory stalled `stall` % of the capture."""
+    n = len(DAY)
+    queued = [100 <= i < 200 or i >= n - 10 for i in range(n)]
+    b = history(
+        base(trigger=("healthcheck", "gateway", "no answer within 60 s")),
+        {
+            "requests_running": plain(
+                "llamacpp:requests_processing", [4.0 if q else 1.0 for q in queued]
+            ),
+            "requests_waiting": plain(
+                "llamacpp:requests_deferred", [3.0 if q else 0.0 for q in queued]
+            ),
+        },
+    )
+    b.pressure([(t, stall) for t in WINDOW], [(t, stall / 3) for t in WINDOW])
+    return b.checks([{"name": "gateway", "kind": "completion", "ok": False, "status": "timeout",
+                      "reason": "no answer within 60 s", "answer": {}}])  # fmt: skip
+
+
+def test_a_check_that_timed_out_behind_the_usual_busy_hours_queue_is_overload(tmp_path):
+    result = verdict(tmp_path, _timed_out_in_a_busy_hour(stall=0.0))
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    assert any("this one timed out behind it" in e for e in queue["evidence_for"]), queue
+
+
+def test_the_same_queue_on_a_machine_stalled_on_memory_is_the_stalls(tmp_path):
+    result = verdict(tmp_path, _timed_out_in_a_busy_hour(stall=40.0))
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    assert queue["score"] < 3, queue
+    assert any("the machine stalled on memory" in e for e in queue["evidence_against"]), queue
+
+
 def test_a_card_that_ran_out_under_the_usual_busy_hours_queue_is_overload(tmp_path):
     result = verdict(tmp_path, _ran_out_busy(last_hour_queued=8))
     assert result["verdict"] == "concurrency-overload", scores(result)

@@ -845,6 +845,8 @@ def _queue_in_window(f: Facts, j: Judgement) -> None:
     # stand out from: without a failure, that is how this machine runs (always-on agents).
     since = [t for t, v in before if v is not None]
     always = not since or onset - since[0] < INCIDENT_S
+    timed_out = bool(w.failure and w.failure.timed_out)
+    timed_out_behind = timed_out and share >= QUEUE_SHARE_TIMED_OUT and depth >= 1
     if share >= need and always and not w.failure:
         j.evidence_against.append(
             f"requests waited all through the look-back and nothing failed: {said}; this "
@@ -858,7 +860,14 @@ def _queue_in_window(f: Facts, j: Judgement) -> None:
             j.add(2, f"requests waited for a slot: {said} (up to {peak:.0f}); nothing failed")
             return
         j.add(3, f"requests waited for a slot through the incident: {said} (up to {peak:.0f})")
-    elif w.failure and w.failure.timed_out and share >= QUEUE_SHARE_TIMED_OUT and depth >= 1:
+    elif timed_out_behind and _stalled(f):
+        # A usual busy hour's queue, and the machine stalled on memory: the answer crawled
+        # for swapping, and the queue waited behind it.
+        j.evidence_against.append(
+            f"requests waited as in a busy hour here ({said}), and the machine stalled on "
+            "memory: the answers crawled for it, not for the slots"
+        )
+    elif timed_out_behind:
         # The machine queues in its busy hours too, but this time an answer did not come
         # in time behind the queue: the slots were the limit at the failure.
         j.add(
@@ -874,7 +883,7 @@ def _queue_in_window(f: Facts, j: Judgement) -> None:
             f"requests waited for a slot when the engine's allocation failed: {said}; a "
             "busy hour here queues too, this one ran the card out",
         )
-    elif w.failure and w.failure.timed_out and (burst := _burst(series, before, w.end)):
+    elif timed_out and (burst := _burst(series, before, w.end)):
         # Callers piling in all at once (a retry storm, an agent loop) fill the queue in
         # minutes: too short for a share of the hour, far past anything earlier.
         j.add(3, f"requests piled up in the minutes before {w.failure.what}: {burst}")
