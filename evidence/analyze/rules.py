@@ -1765,7 +1765,7 @@ def _descendants(f: Facts, roots: set[int]) -> set[int]:
     return found
 
 
-def _step_with_a_server(f: Facts, j: Judgement, one_model: bool = False) -> None:
+def _step_with_a_server(f: Facts, j: Judgement, one_model: bool) -> None:
     """A step up the size of a model that stays to the failure, at the moment a second
     server came up: the seeds' decisive coincidence, sized against the machine. Where the
     manager lists one model and the card holds only it (`one_model`), the step was that
@@ -2044,8 +2044,10 @@ def host_exhaustion(f: Facts) -> Judgement:
             j.add(4, f"the OOM killer ran{when}: {text[:200]}")
         # A process seen growing bundle after bundle needs no reading of the lowest point
         # beside a kill of the whole machine; one merely large does.
-        grown = _grew_other(f) if _machine_killed(f) else None
-        culprit = _culprit(f, text) if _ran_low(f) else grown
+        if _ran_low(f):
+            culprit = _culprit(f, text)
+        else:
+            culprit = _grew_other(f) if _machine_killed(f) else None
         if culprit:
             j.add(2, culprit)
         elif engine_kill(text):
@@ -2137,7 +2139,7 @@ def _nearly_full(f: Facts, unified: bool) -> dict[str, Any] | None:
 def _machine_killed(f: Facts) -> bool:
     """The kernel killed for the whole machine within the hour, not inside a cgroup's limit:
     it ran out, whatever a coarse scrape of available memory caught of the lowest point."""
-    return any(not text.startswith("Memory cgroup") for _, text in _recent_kills(f))
+    return any("Memory cgroup out of memory" not in text for _, text in _recent_kills(f))
 
 
 def _ran_low(f: Facts) -> bool:
@@ -2163,19 +2165,26 @@ def _culprit(f: Facts, kill: str) -> str | None:
         return f"the victim, {named[0]}, held {_gib(named[1])}: not the engine"
     if grew := _grew_other(f):
         return grew
-    # The victim's own size bounds it: a process smaller than the engine that was killed
-    # is background, and the engine is what grew. Processes of one name count together
-    # (a build's compilers grow as a swarm, each one small).
-    name, most, group = _largest_other(f)
+    # Processes of one name count together (a build's compilers grow as a swarm, each one
+    # small).
+    _, most, group = _largest_other(f)
     if group and (came := _arrived(f, group, most)):
         return came
+    # The victim's own size bounds it: a process smaller than the engine that was killed
+    # is background, and the engine is what grew.
     least = max(CULPRIT_SHARE * total, (named[1] or 0) if named else 0)
     if not group or most < least or _furniture(f, group, most):
         return None
-    count = len(group)
-    first = group[0]["pid"]
-    who = f"{count} {name} processes hold" if count > 1 else f"pid {first} ({name}) holds"
-    return f"{who} {_gib(most)}, more than the engine that was killed: not an engine"
+    who, holds = _group_holds(group)
+    return f"{who} {holds} {_gib(most)}, more than the engine that was killed: not an engine"
+
+
+def _group_holds(group: list[dict[str, Any]]) -> tuple[str, str]:
+    """Processes of one name in words, and the verb that goes with them."""
+    first = group[0]
+    if len(group) > 1:
+        return f"{len(group)} {first['name']} processes", "hold"
+    return f"pid {first['pid']} ({first['name']})", "holds"
 
 
 def _furniture(f: Facts, group: list[dict[str, Any]], held: float) -> str | None:
@@ -2190,23 +2199,19 @@ def _there_before(f: Facts, group: list[dict[str, Any]]) -> str | None:
     hours, when it had room, were lived with them, so their presence is not what changed
     tonight. Only their own readings rising by half of what was lost since say they grew
     into it (a start time says nothing of growth)."""
-    w = _window(f)
     started = [p.get("started") for p in group]
-    series = f.series.get("available", [])
-    room = [(t, v) for t, v in w.reference(series) if v is not None]
-    if not started or None in started or not room or max(started) > room[0][0]:
+    loss = _tonights_loss(f)
+    if not started or None in started or loss is None or max(started) > loss[0]:
         return None
-    before = known(w.incident(series))
-    if not before:
-        return None
-    usual = _median([v for _, v in room])
-    lost = usual - min(before)
+    _, usual, lowest = loss
+    lost = usual - lowest
     grew = sum(_rose(f.process_history.get(f"{p['pid']} {p['name']}", [])) for p in group)
     if lost <= 0 or grew >= lost / 2:
         return None
+    ago = (_window(f).end - min(started)) / HOUR_S
     return (
-        f"it was running before the history begins ({(w.end - min(started)) / HOUR_S:.0f} h "
-        f"before the failure), through the earlier hours when {_gib(usual)} was usually free: "
+        f"it was running before the history begins ({ago:.0f} h before the failure), "
+        f"through the earlier hours when {_gib(usual)} was usually free: "
         f"the {_gib(lost)} lost tonight is not its arrival, and nothing of its own readings "
         "says it grew"
     )
@@ -2217,31 +2222,38 @@ def _arrived(f: Facts, group: list[dict[str, Any]], held: float) -> str | None:
     the machine had room, and hold at least half of what was lost since: their arrival is
     what changed tonight, however large the engine that was there before them (its weights
     were there all day)."""
-    w = _window(f)
     started = [p.get("started") for p in group]
+    loss = _tonights_loss(f)
+    if None in started or loss is None or min(started) <= loss[0]:
+        return None
+    _, usual, lowest = loss
+    lost = usual - lowest
+    # What the machine had free when they started, against the failure: their arrival
+    # cost it what they hold (a process table's start alone is no arrival).
+    then = [v for t, v in f.series["available"] if v is not None and t <= min(started)]
+    cost = then[-1] - lowest if then else 0.0
+    if held < max(CULPRIT_SHARE * (f.memory_total or 0), lost / 2) or cost < held / 2:
+        return None
+    who, holds = _group_holds(group)
+    ago = (_window(f).end - min(started)) / HOUR_S
+    return (
+        f"{who} started {ago:.1f} h before the failure and {holds} {_gib(held)}, of the "
+        f"{_gib(lost)} lost since the hours with room: the arrival ran the machine out, not "
+        "an engine"
+    )
+
+
+def _tonights_loss(f: Facts) -> tuple[float, float, float] | None:
+    """Available memory through the hours before the incident window, and in it: when the
+    earlier readings begin, their median (what the machine usually had free), and the
+    lowest reading of the incident window. None without readings of both."""
+    w = _window(f)
     series = f.series.get("available", [])
     room = [(t, v) for t, v in w.reference(series) if v is not None]
     before = known(w.incident(series))
-    if None in started or not room or not before or min(started) <= room[0][0]:
+    if not room or not before:
         return None
-    lost = _median([v for _, v in room]) - min(before)
-    # What the machine had free when they started, against the failure: their arrival
-    # cost it what they hold (a process table's start alone is no arrival).
-    then = [v for t, v in series if v is not None and t <= min(started)]
-    cost = then[-1] - min(before) if then else 0.0
-    if held < max(CULPRIT_SHARE * (f.memory_total or 0), lost / 2) or cost < held / 2:
-        return None
-    first = group[0]
-    who = (
-        f"{len(group)} {first['name']} processes"
-        if len(group) > 1
-        else (f"pid {first['pid']} ({first['name']})")
-    )
-    return (
-        f"{who} started {(w.end - min(started)) / HOUR_S:.1f} h before the failure and "
-        f"{'hold' if len(group) > 1 else 'holds'} {_gib(held)}, of the {_gib(lost)} lost "
-        "since the hours with room: the arrival ran the machine out, not an engine"
-    )
+    return room[0][0], _median([v for _, v in room]), min(before)
 
 
 def _rose(history: shapes.Series) -> float:
