@@ -108,6 +108,53 @@ def test_a_full_cache_shared_by_many_running_requests_is_still_overload(tmp_path
     assert result["verdict"] == "concurrency-overload", scores(result)
 
 
+def test_a_queue_beside_a_cache_with_room_waited_for_slots_not_context(tmp_path):
+    """Eight running, the slot limit, hundreds waiting and the cache 10-60 % used: the
+    cache per request drifting up is no creep, since nobody waited for the cache."""
+    kv = [6.0, 8.0, 12.0, 11.0, 15.0, 11.0, 17.0, 12.0, 25.0, 24.0, 15.0, 50.0, 50.0, 60.0]
+    lines = [V1.format(s=i, r=8 if i > 1 else 5, w=0 if i < 2 else 80 * i, kv=k)
+             for i, k in enumerate(kv)]  # fmt: skip
+    b = base(trigger=("healthcheck", "gateway", "no answer within 120 s")).logs(lines)
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "concurrency-overload", scores(result)
+    creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+    assert creep["score"] == 0 and "waited for a slot" in creep["evidence_against"][0], creep
+
+
+def test_a_queue_deepening_while_the_engine_took_more_in_is_overload(tmp_path):
+    """vLLM's stats through a retry storm: one long request at first, then the engine
+    filling its sixteen sequences while the queue went from dozens to hundreds; the
+    ceiling of sixteen was reached only late, so few lines show it."""
+    running = [1, 1, 1, 1, 6, 3, 5, 13, 14, 14, 16, 15, 16, 16, 15, 15, 15, 16, 15, 14]
+    waiting = [41, 50, 51, 60, 47, 50, 53, 150, 216, 292, 368, 379, 382, 392, 396, 394, 375,
+               377, 363, 380]  # fmt: skip
+    kv = [77, 71, 74, 76, 100, 94, 99, 95, 98, 97, 98, 99, 94, 93, 97, 100, 98, 94, 93, 99]
+    lines = [
+        V1.format(s=i, r=r, w=w, kv=k)
+        for i, (r, w, k) in enumerate(zip(running, waiting, kv, strict=True))
+    ]
+    b = base(trigger=("healthcheck", "gateway", "no answer within 90 s")).logs(lines)
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "concurrency-overload", scores(result)
+    assert "queue deepening from" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_a_queue_deepening_as_each_request_holds_more_cache_is_not_more_callers(tmp_path):
+    """The look-alike: the queue deepens and a few more run, but each running request
+    holds more of the cache line after line: longer contexts, not more callers."""
+    running = [2, 2, 2, 2, 2, 3, 3, 3, 3]
+    waiting = [3, 4, 4, 6, 7, 9, 10, 12, 14]
+    kv = [30, 34, 40, 50, 60, 96, 97, 98, 99]
+    lines = [
+        V1.format(s=i, r=r, w=w, kv=k)
+        for i, (r, w, k) in enumerate(zip(running, waiting, kv, strict=True))
+    ]
+    b = base(trigger=("healthcheck", "gateway", "no answer within 90 s")).logs(lines)
+    result = verdict(tmp_path, b)
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    assert not any("queue deepening" in e for e in queue["evidence_for"]), queue
+
+
 LLAMA = (
     "slot update_slots: id  0 | task {k} | new prompt, n_ctx_slot = 16384, n_keep = 0, {key} = {n}"
 )

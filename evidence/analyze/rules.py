@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from evidence.analyze import shapes
+from evidence.analyze import shapes, statlines
 from evidence.analyze.facts import Facts
 from evidence.analyze.failure import (
     FAILURE_TRIGGERS,
@@ -265,12 +265,28 @@ def _creep_in_stats(f: Facts, j: Judgement) -> None:
         f"to {last:.0%} over its last {len(per)} lines"
     )
     fullest = max(r.cache or 0.0 for r in f.stats)
-    if last > CREEP_OVER_USUAL * first and fullest >= KV_ROOM:
+    if roomy := _queued_with_room(f):
+        j.evidence_against.append(f"{roomy}; {said}")
+    elif last > CREEP_OVER_USUAL * first and fullest >= KV_ROOM:
         j.add(3 if _window(f).failure else 1, said)
     elif (bound := _cache_bound(f)) and _window(f).failure:
         j.add(3, f"{bound}; {said}")
     else:
         j.evidence_against.append(said)
+
+
+def _queued_with_room(f: Facts) -> str | None:
+    """A queue a longer context makes waits for the cache: the engine admits by free blocks.
+    Requests that waited in most of the stats lines while the cache was under half used
+    (the median of those lines) waited for a slot, however the cache per request moved."""
+    queued = [r.cache for r in f.stats if r.waiting > 0 and r.cache is not None]
+    if len(queued) < STATS_QUEUE_SHARE * len(f.stats) or _median(queued) >= KV_ROOM:
+        return None
+    return (
+        f"requests waited in {len(queued)} of the engine's last {len(f.stats)} stats lines "
+        f"while the KV cache was {_median(queued):.0%} used (median): they waited for a slot, "
+        "not for the cache"
+    )
 
 
 def _cache_bound(f: Facts) -> str | None:
@@ -785,10 +801,32 @@ def _queue_in_stats(f: Facts) -> str | None:
     ceiling = max(r.running for r in lines)
     full = [r for r in lines if r.waiting > 0 and r.running >= 0.9 * ceiling and r.running]
     if len(full) < STATS_QUEUE_SHARE * len(lines):
-        return None
+        return _queue_deepened(lines)
     return (
         f"the engine's stats lines: requests waited in {len(full)} of its last {len(lines)} "
         f"(up to {max(r.waiting for r in full)}) with {ceiling} running, its most at once"
+    )
+
+
+def _queue_deepened(lines: list[statlines.Reading]) -> str | None:
+    """A queue that formed while the engine was still taking more in: requests waited from
+    the first third of the stats lines on, the last third's queue at least QUEUE_DEEPER
+    times as deep and more of them running, each holding no more of the cache than
+    before. More callers, each as long: the engine had not reached its most at once
+    when they began to wait, so the ceiling reading cannot say it."""
+    waited = [r for r in lines if r.waiting > 0]
+    if len(waited) < STATS_QUEUE_SHARE * len(lines) or len(lines) < 3:
+        return None
+    was, now = _thirds([float(r.waiting) for r in lines])
+    ran, runs = _thirds([float(r.running) for r in lines])
+    per = [r.cache / r.running for r in lines if r.cache is not None and r.running]
+    longer = len(per) >= 3 and (p := _thirds(per))[1] > p[0]
+    if was < 1 or now < QUEUE_DEEPER * was or runs <= ran or longer:
+        return None
+    return (
+        f"the engine's stats lines: requests waited in {len(waited)} of its last "
+        f"{len(lines)}, the queue deepening from {was:.0f} to {now:.0f} while those running "
+        f"rose from {ran:.0f} to {runs:.0f}, each holding no more of the cache: more callers"
     )
 
 
