@@ -1748,3 +1748,49 @@ def test_the_same_host_rise_with_the_cards_line_flat_is_the_hosts_own(tmp_path):
     assert any("floor rose in the quiet hours" in e for e in leak["evidence_for"]), leak
     against = leak["evidence_against"]
     assert not any("models loaded into the shared pool" in e for e in against), leak
+
+
+def _llama_server_card(card: list[float], managed: bool = False) -> Builder:
+    """llama-server without --metrics (no context reading anywhere) on a 24 GiB card, its
+    allocation failed at the end; `managed`: llama-swap runs it."""
+    b = _card_ran_out(card)
+    engines = [engine("llama-server", "llama-server", status="absent", reason="connection refused")]
+    if managed:
+        engines.append(
+            engine("llama-swap", "llama-swap", readings={"/running": {"models": [], "loaded": []}})
+        )
+    return b.engines(engines)
+
+
+def _late_climb(minutes: int) -> list[float]:
+    """Level all day at 18 GiB, then climbing 3 GiB through the last `minutes`."""
+    n = len(DAY)
+    k = minutes // 5
+    return [18.0 * GIB] * (n - k) + [18.0 * GIB + 3.0 * GIB * (i + 1) / k for i in range(k)]
+
+
+def test_a_card_climbing_past_the_day_under_llama_server_is_the_context(tmp_path):
+    """Nothing measured the context: llama-server's card held level all day and climbed
+    through the last hour and a half to the failed allocation, giving none back. Its pool
+    keeps what the longest context needed: the creep, not the allocation, is the cause."""
+    result = verdict(tmp_path, _llama_server_card(_late_climb(90)))
+    assert result["verdict"] == "context-creep", scores(result)
+    assert "gave none of it back" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_the_last_minutes_allocations_are_the_ending_not_a_creep(tmp_path):
+    """The look-alike: the same rise in the ten minutes before the failure, every slot
+    filling at once: how it ended, not a context that grew through the hours."""
+    result = verdict(tmp_path, _llama_server_card(_late_climb(10)))
+    creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+    assert creep["score"] == 0, scores(result)
+
+
+def test_a_model_sized_step_where_a_manager_loads_models_is_no_creep(tmp_path):
+    """The other look-alike: llama-swap runs the engine and the card stepped up 3 GiB at
+    once an hour before: a load, which the swap rule reads."""
+    n = len(DAY)
+    card = [18.0 * GIB] * (n - 12) + [21.0 * GIB] * 12
+    result = verdict(tmp_path, _llama_server_card(card, managed=True))
+    creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+    assert creep["score"] == 0, scores(result)

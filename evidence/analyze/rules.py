@@ -104,6 +104,7 @@ LEAK_MIN_RISES = 0.7  # most steps between successive floors go up
 LEAK_MOST_FALLS = 0.3  # ... or, where the pool ran out, few go down (a ratchet holds)
 RETURNED_DIP_STRETCHES = 2  # a swap to another model and back is over within hours
 LEAK_CLICKS = 2  # ... and clicked more than once: one rise is a step
+HELD_S = 900.0  # a level held a quarter hour, not the allocations of the last minutes
 CLIMB_READINGS = 6  # half-hourly bundles through the incident window: enough to see a climb
 SHARED_JUMP = 0.75  # the host's floor jumping three quarters of the card's: one pool
 FLOOR_NOISE = 0.1  # a floor moving under a tenth of the run's rise has neither risen nor fallen
@@ -243,6 +244,8 @@ def context_creep(f: Facts) -> Judgement:
             "a KV-cache metric (vllm:kv_cache_usage_perc, sglang:token_usage), the context "
             "high-water (llamacpp:n_tokens_max) or the prompt and generated token counters"
         )
+        if held := _card_kept_the_context(f):
+            j.add(3, held)
         return j
     if lengths or any(_history(f, n) for n in cache):
         _creep_in_window(f, j, [n for n in cache if _history(f, n)])
@@ -251,6 +254,62 @@ def context_creep(f: Facts) -> Judgement:
     if f.lines.get("kv-cache") and j.score:
         j.add(1, f"the log mentions the KV cache: {_last(f, 'kv-cache')}")
     return j
+
+
+def _card_kept_the_context(f: Facts) -> str | None:
+    """Where nothing measured the context, llama-server's card is its record: its CUDA pool
+    keeps the largest scratch a context needed and gives nothing back. A creep is the card
+    climbing past anything of the day in the hours before the engine ran out, after a day
+    it held level, none of it given back: a leak's remainders pile up over the day's
+    bursts; a queue's memory comes and goes with the requests running. Only the card's
+    line is the engines' alone (the host's holds everything else too)."""
+    w = _window(f)
+    ended = _engine_ran_out(f)
+    if not ended or not _history(f, "accelerator_used") or f.prompts or f.stats:
+        return None  # the log's own lengths, where it has them, say it directly
+    if not any(e["kind"] == "llama-server" for e in f.engines):
+        return None
+    series = w.upto(f.series["accelerator_used"])
+    day = _hourly(w.reference(series), _median)
+    recent, incident = known(w.last(series, RECENT_S)), known(w.incident(series))
+    pool = _pool(f, "accelerator_used")
+    if not day or not recent or not incident or not pool:
+        return None
+    rise = max(recent) - max(day)
+    above = [
+        t
+        for t, v in w.last(series, RECENT_S)
+        if v is not None and v >= max(day) + LEAK_SHARE * pool
+    ]
+    # Held a while: the last minutes' allocations as every slot filled are the ending.
+    if not above or above[-1] - above[0] < HELD_S or max(day) - min(day) > rise / 2:
+        return None
+    # The engine's death releases what it held: a fall that stays to the end is that.
+    while len(incident) > 1 and incident[-1] < max(incident[:-1]) - rise / 4:
+        incident.pop()
+    peak, gave_back = incident[0], 0.0
+    for v in incident:
+        peak = max(peak, v)
+        gave_back = max(gave_back, peak - v)
+    if gave_back > rise / 4 or (not _one_model(f) and _loaded_at_once(w.incident(series))):
+        return None
+    return (
+        f"the card's memory rose {_gib(rise)} past the most of any hour of the day "
+        f"({_gib(max(day))}) in the hour before {ended}, after a day within "
+        f"{_gib(max(day) - min(day))}, and gave none of it back: llama-server's pool keeps "
+        "what the longest context needed"
+    )
+
+
+def _loaded_at_once(series: shapes.Series) -> bool:
+    """Most of a line's rise is one step reached within MODEL_LOADS_S without resting
+    half-way: what a model's weights do as they load."""
+    step = shapes.step(series, fmt=_gib)
+    return (
+        bool(step.verdict)
+        and _rise_time(series, step) <= MODEL_LOADS_S
+        and not _rested(series, step)
+    )
 
 
 def _creep_in_stats(f: Facts, j: Judgement) -> None:
