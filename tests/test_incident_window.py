@@ -1794,3 +1794,39 @@ def test_a_model_sized_step_where_a_manager_loads_models_is_no_creep(tmp_path):
     result = verdict(tmp_path, _llama_server_card(card, managed=True))
     creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
     assert creep["score"] == 0, scores(result)
+
+
+def _floor_rising_beside_a_notebook(started: float) -> Builder:
+    """A 128 GiB box using 90 GiB all day, then 33 GiB more over the ten hours before a
+    check timed out, nothing killed. llama-server holds 40 GiB (its mapped weights, since
+    boot); a python3 holding 30 GiB started `started`."""
+    n = len(DAY)
+    used = [90 * GIB + 33 * GIB * max(0, i - (n - 120)) / 120 for i in range(n)]
+    b = history(
+        base(trigger=("healthcheck", "gateway", "no answer within 60 s")),
+        {
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in noisy(used, 0.1 * GIB)]
+            ),
+            "host_memory_total": plain("node_memory_MemTotal_bytes", [TOTAL] * n),
+        },
+    )
+    return b.processes([
+        {"pid": 52769, "name": "llama-server", "rss_bytes": 40 * GIB,
+         "start_time": iso(AT - 30 * 86400)},
+        {"pid": 9001, "name": "python3", "rss_bytes": 30 * GIB, "start_time": iso(started)},
+    ])  # fmt: skip
+
+
+def test_a_floor_that_rose_for_a_process_that_arrived_is_not_the_engines_leak(tmp_path):
+    """The engine holds more than the notebook, but it held its weights all day: the
+    notebook started as the floor began to rise and holds what was lost since."""
+    result = verdict(tmp_path, _floor_rising_beside_a_notebook(AT - 10 * 3600))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert result["verdict"] != "leak-ratchet", scores(result)
+    assert any("the floor rose for it" in e for e in leak["evidence_against"]), leak
+
+
+def test_the_same_floor_beside_a_process_up_since_boot_is_the_engines(tmp_path):
+    result = verdict(tmp_path, _floor_rising_beside_a_notebook(AT - 30 * 86400))
+    assert result["verdict"] == "leak-ratchet", scores(result)

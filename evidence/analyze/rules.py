@@ -1298,6 +1298,10 @@ def _held_elsewhere(f: Facts, levels: list[float]) -> str | None:
         listed = [p["used_bytes"] or 0 for p in f.gpu_processes if p["pid"] in engines]
         card = _values(f, "accelerator_used")
         held += sum(listed) if listed else (card[-1] if card else 0.0)
+    if came := _arrival(f):
+        # However much the engines hold (their weights, all day), it is the arrival that
+        # the floor rose for.
+        return f"{came}: the floor rose for it"
     other, most, _ = _largest_other(f)
     if held >= ENGINE_HELD * rise or most < ENGINE_HELD * rise:
         return None
@@ -1937,6 +1941,11 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: bool) -> None:
                 "not a second one"
             )
             continue
+        if not with_server and name == "memory_used" and (came := _arrival(f)):
+            # The host's line holds every process: one that arrived and holds the step is
+            # what stepped it, not a model.
+            j.evidence_against.append(f"the {label} step of {_gib(size)} is no model: {came}")
+            continue
         climbed = not with_server and _engine_climbed(f, name, label, model)
         if climbed:
             # A split into two levels fits a climb too: quarter after quarter without a
@@ -2264,9 +2273,9 @@ def _culprit(f: Facts, kill: str) -> str | None:
         return grew
     # Processes of one name count together (a build's compilers grow as a swarm, each one
     # small).
-    _, most, group = _largest_other(f)
-    if group and (came := _arrived(f, group, most)):
+    if came := _arrival(f):
         return came
+    _, most, group = _largest_other(f)
     # The victim's own size bounds it: a process smaller than the engine that was killed
     # is background, and the engine is what grew.
     least = max(CULPRIT_SHARE * total, (named[1] or 0) if named else 0)
@@ -2338,6 +2347,13 @@ def _arrived(f: Facts, group: list[dict[str, Any]], held: float) -> str | None:
         f"{_gib(lost)} lost since the hours with room: the arrival ran the machine out, not "
         "an engine"
     )
+
+
+def _arrival(f: Facts) -> str | None:
+    """The processes of one name, not an engine's, holding the most, where their arrival
+    tonight is what the machine lost (`_arrived`)."""
+    _, most, group = _largest_other(f)
+    return _arrived(f, group, most) if group else None
 
 
 def _tonights_loss(f: Facts) -> tuple[float, float, float] | None:
