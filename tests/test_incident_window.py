@@ -1796,6 +1796,80 @@ def test_a_model_sized_step_where_a_manager_loads_models_is_no_creep(tmp_path):
     assert creep["score"] == 0, scores(result)
 
 
+def _mac(
+    compressed: list[float], swap_used: list[float] | None = None, fell: bool = False
+) -> Builder:
+    """A 128 GiB Mac scraped by macOS node-exporter (meminfo_darwin.go: no MemAvailable, no
+    PSI, its swap files' use), whose gateway's check timed out and nothing was killed;
+    what compressed memory held through the day is given, the free pages fall with it."""
+    n = len(DAY)
+    free = [max(1.0 * GIB, 30.0 * GIB - c) for c in compressed]
+    named = {
+        "host_memory_total_darwin": plain("node_memory_total_bytes", [TOTAL] * n),
+        "host_memory_free_darwin": plain("node_memory_free_bytes", free),
+        "host_memory_inactive_darwin": plain("node_memory_inactive_bytes", [2.0 * GIB] * n),
+        "host_memory_compressed_darwin": plain("node_memory_compressed_bytes", compressed),
+    }
+    if swap_used is not None:
+        named["host_swap_used_darwin"] = plain("node_memory_swap_used_bytes", swap_used)
+    if fell:  # the engine went down outright a quarter hour before the capture
+        named["targets_up"] = [up("llama-server", [1.0] * (n - 3) + [0.0] * 3)]
+        b = history(base(trigger=("healthcheck", "gateway", "HTTP 502")), named)
+        return b.checks([{"name": "gateway", "kind": "completion", "ok": False,
+                          "status": "error", "reason": "HTTP 502", "answer": {}}])  # fmt: skip
+    b = history(base(trigger=("healthcheck", "gateway", "no answer within 60 s")), named)
+    return b.checks([{"name": "gateway", "kind": "completion", "ok": False, "status": "timeout",
+                      "reason": "no answer within 60 s", "answer": {}}])  # fmt: skip
+
+
+def _evening(level: float, last: float) -> list[float]:
+    """Compressed memory at 2 GiB, `level` through the busy evening hours (positions
+    120-180 of the day), `last` through the two hours before the capture."""
+    n = len(DAY)
+    return [last if i >= n - 24 else level if 120 <= i < 180 else 2.0 * GIB for i in range(n)]
+
+
+def test_macos_compressing_past_any_hour_before_is_the_stall(tmp_path):
+    """No PSI on a Mac: its compressor took 18 GiB more than in any hour before, in the
+    hours before the check timed out, and nothing was killed: the machine stalled."""
+    result = verdict(tmp_path, _mac(_evening(4.0 * GIB, 22.0 * GIB)))
+    assert result["verdict"] == "memory-pressure-stall", scores(result)
+    assert "compressed" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_macos_compressing_as_much_as_every_evening_is_how_it_runs(tmp_path):
+    """The look-alike: the same 22 GiB compressed, as it was through the evening before."""
+    result = verdict(tmp_path, _mac(_evening(22.0 * GIB, 22.0 * GIB)))
+    stall = next(c for c in result["candidates"] if c["fault"] == "memory-pressure-stall")
+    assert stall["score"] < 3 and any("compressed" in e for e in stall["evidence_against"]), stall
+
+
+def test_macos_swap_files_filling_read_from_its_own_names(tmp_path):
+    """swap_used_bytes, macOS node-exporter's name (its total grows with the swap files it
+    adds), says the swap filled beside the compressor."""
+    n = len(DAY)
+    used = [
+        0.5 * GIB if i < n - 24 else 0.5 * GIB + 5.0 * GIB * (i - n + 25) / 24 for i in range(n)
+    ]
+    result = verdict(tmp_path, _mac(_evening(4.0 * GIB, 22.0 * GIB), used))
+    stall = next(c for c in result["candidates"] if c["fault"] == "memory-pressure-stall")
+    assert any("swap filled" in e for e in stall["evidence_for"]), stall
+
+
+def test_a_service_gone_outright_on_a_mac_out_of_memory_is_exhaustion(tmp_path):
+    """The same compressor and swap, but the engine went down outright (an error, not a
+    late answer): jetsam's kill, which leaves no kernel line. The machine ran out; the
+    stall was its prelude."""
+    n = len(DAY)
+    used = [
+        0.5 * GIB if i < n - 24 else 0.5 * GIB + 5.0 * GIB * (i - n + 25) / 24 for i in range(n)
+    ]
+    result = verdict(tmp_path, _mac(_evening(4.0 * GIB, 22.0 * GIB), used, fell=True))
+    stall = next(c for c in result["candidates"] if c["fault"] == "memory-pressure-stall")
+    assert result["verdict"] != "memory-pressure-stall", scores(result)
+    assert any("jetsam" in e for e in stall["evidence_against"]), stall
+
+
 def _floor_rising_beside_a_notebook(started: float) -> Builder:
     """A 128 GiB box using 90 GiB all day, then 33 GiB more over the ten hours before a
     check timed out, nothing killed. llama-server holds 40 GiB (its mapped weights, since

@@ -40,6 +40,8 @@ _PROMETHEUS = {
     "memory_total": ("host_memory_total", "host_memory_total_darwin"),
     "swap_total_history": ("host_swap_total",),
     "swap_free_history": ("host_swap_free",),
+    "swap_used_history": ("host_swap_used_darwin",),
+    "compressed_history": ("host_memory_compressed_darwin",),
     "pswpout_history": ("host_swap_out_pages",),
     "oom_kills_history": ("host_oom_kills",),
     "psi_some_seconds": ("host_psi_memory_some_seconds",),

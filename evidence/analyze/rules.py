@@ -127,6 +127,7 @@ SWAPPING_PAGES_S = 10  # pages swapped out per second, through the hour: thrashi
 # every box has: a thousand pages faulted back is 4 MiB re-read, one compaction stall is a
 # task that waited for free memory.
 CHURN_MIN = {"refaults": 1000, "refaults_file": 1000, "compact_stalls": 1, "migrations": 1000}
+COMPRESSED_SHARE = 0.05  # macOS compressing this share of its memory more than any hour before
 PSI_HISTORY_HIGH = 0.10  # stalled 10% of the time over the hour before (node-exporter)
 
 
@@ -2055,8 +2056,12 @@ def _second_engine(f: Facts) -> str | None:
 
 
 def _stalled(f: Facts) -> bool:
-    """Tasks stalled on memory at the capture, past PSI_SOME_HIGH (PSI some avg10)."""
-    return max(_values(f, "psi_some"), default=0.0) >= PSI_SOME_HIGH
+    """Tasks stalled on memory at the capture, past PSI_SOME_HIGH (PSI some avg10), or, on
+    macOS (no PSI), memory pushed out of RAM past the day's usual before the failure."""
+    if max(_values(f, "psi_some"), default=0.0) >= PSI_SOME_HIGH:
+        return True
+    pushed = _pushed_out(f)
+    return bool(pushed and pushed[0])
 
 
 def _memory_ran_out(f: Facts) -> bool:
@@ -2423,7 +2428,7 @@ def _exhaustion_in_window(
         return
     low = min(before)
     share = low / total
-    killed = machine_kill or _kills_in_history(f) > 0
+    killed = machine_kill or _kills_in_history(f) > 0 or _killed_unseen(f)
     if usual and low >= min(usual) and not killed and not f.lines.get("host-alloc-fail"):
         # As short earlier in the day and nothing ran out: the level the machine lives at
         # (an engine that preallocates the pool, a cache sized to fill it), not a shortage.
@@ -2571,6 +2576,8 @@ def memory_pressure_stall(f: Facts) -> Judgement:
     j = Judgement()
     if f.has("psi_some_seconds") and _window(f).has_history(f.series["psi_some_seconds"]):
         _stall_in_window(f, j)
+    elif f.has("compressed_history"):
+        _compressed_in_window(f, j)
     _ran_out(f, j)
     failure = _window(f).failure
     if failure and not failure.timed_out:
@@ -2638,13 +2645,28 @@ def _ran_out(f: Facts, j: Judgement) -> None:
         for ago, t in f.oom_kills
         if "Memory cgroup out of memory" in t and ago is not None and ago <= INCIDENT_S + HOUR_S
     ]
-    if machine or _kills_in_history(f) > len(fenced):
+    if machine or _kills_in_history(f) > len(fenced) or _killed_unseen(f):
         j.score -= 2
         # How the growth before it ended, as the kill is: a cause with evidence takes it.
         j.ending = True
         j.evidence_against.append(
             "the machine ran out and the OOM killer took a process: the stall was its prelude"
+            if not _killed_unseen(f)
+            else f"{_window(f).failure.what} outright, not slowly, while macOS pushed memory "
+            "out: what its memory killer (jetsam, which logs nothing here) does; the stall "
+            "was the prelude"
         )
+
+
+def _killed_unseen(f: Facts) -> bool:
+    """A Mac (its history is macOS node-exporter's, with the compressor) kills for memory
+    with jetsam, which logs to the unified log and never to the kernel log read here: a
+    service that went down outright (no answer that merely came late) while memory was
+    pushed out of RAM is what its kill looks like."""
+    w = _window(f)
+    return bool(
+        f.has("compressed_history") and w.failure and not w.failure.timed_out and _stalled(f)
+    )
 
 
 def _rate(series: shapes.Series) -> list[tuple[float, float]]:
@@ -2674,10 +2696,7 @@ def _stall_in_window(f: Facts, j: Judgement) -> None:
     else:
         j.evidence_against.append(f"{said} earlier")
         return
-    free = known(w.incident(f.series.get("swap_free_history", [])))
-    if len(free) >= 2 and free[0] - free[-1] >= SWAP_FILLED_BYTES:
-        j.add(1, f"swap filled in the incident window: {_gib(free[0] - free[-1])} more used")
-    elif free:
+    if not _swap_filled(f, j):
         j.score -= 1
         j.evidence_against.append(
             "swap did not fill in the incident window: the working set still fit"
@@ -2685,6 +2704,63 @@ def _stall_in_window(f: Facts, j: Judgement) -> None:
     out = known(w.last(_rate(f.series.get("pswpout_history", [])), RECENT_S))
     if out and _median(out) >= SWAPPING_PAGES_S:
         j.add(1, f"pages were swapped out through the hour ({_median(out):.0f}/s)")
+
+
+def _swap_filled(f: Facts, j: Judgement) -> bool | None:
+    """Swap taking SWAP_FILLED_BYTES more through the incident window (a point for the
+    stall); None where no swap history was read. Linux's swap is a fixed size, read by
+    what is free; macOS's use is read directly."""
+    w = _window(f)
+    used = known(w.incident(f.series.get("swap_used_history", [])))
+    free = known(w.incident(f.series.get("swap_free_history", [])))
+    if len(used) < 2 and len(free) < 2:
+        return None
+    taken = used[-1] - used[0] if len(used) >= 2 else free[0] - free[-1]
+    if taken >= SWAP_FILLED_BYTES:
+        j.add(1, f"swap filled in the incident window: {_gib(taken)} more used")
+        return True
+    return False
+
+
+def _compressed_in_window(f: Facts, j: Judgement) -> None:
+    """macOS has no PSI: under pressure its compressor takes pages in, then it swaps. What
+    did not fit in RAM past the day's usual is the stall; swap filling beside it adds (its
+    absence takes nothing away: the compressor is the first resort)."""
+    pushed = _pushed_out(f)
+    if pushed is None:
+        j.missing.append("readings of compressed memory before the failure and earlier")
+        return
+    past, said = pushed
+    if not past:
+        j.evidence_against.append(said)
+        return
+    j.add(3, f"{said}: its compressor worked through the stall (macOS has no PSI)")
+    _swap_filled(f, j)
+
+
+def _pushed_out(f: Facts) -> tuple[bool, str] | None:
+    """What macOS held compressed or swapped (node-exporter publishes both) in the quarter
+    hour before the failure (a level: what did not fit in RAM when the service gave up),
+    and whether it passed the most of any hour earlier by COMPRESSED_SHARE of the machine;
+    None without those readings."""
+    if not _history(f, "compressed_history") or not f.memory_total:
+        return None
+    w = _window(f)
+    swapped = dict(f.series.get("swap_used_history", []))
+    series = [
+        (t, None if v is None else v + (swapped.get(t) or 0.0))
+        for t, v in w.upto(f.series["compressed_history"])
+    ]
+    recent = known(w.last(series, RECENT_S / 4))
+    usual = _hourly(w.reference(series), _median)
+    if len(recent) < 3 or not usual:
+        return None
+    now, before = _median(recent), max(usual)
+    said = (
+        f"macOS held {_gib(now)} compressed or swapped in the quarter hour before, against "
+        f"at most {_gib(before)} in any hour earlier"
+    )
+    return now - before >= COMPRESSED_SHARE * f.memory_total, said
 
 
 @rule("idle-squatter")

@@ -69,7 +69,7 @@ NODE_QUERIES = (
 # down and when, whatever its job is called), the token counters (progress, and prompt
 # against output: the conversations' length), preemptions
 # (the KV cache out of room), vLLM's cache metric before its rename, and macOS
-# node-exporter's memory (it has no MemAvailable).
+# node-exporter's memory (it has no MemAvailable) and swap (meminfo_darwin.go's names).
 HISTORY_QUERIES = (
     ("targets_up", "up"),
     (
@@ -91,6 +91,10 @@ HISTORY_QUERIES = (
     ("host_memory_free_darwin", "node_memory_free_bytes"),
     ("host_memory_inactive_darwin", "node_memory_inactive_bytes"),
     ("host_memory_total_darwin", "node_memory_total_bytes"),
+    # macOS has no PSI: its pressure is the compressor's pages, then swap (files it adds as
+    # it needs them, so their total grows with the use: the use is what fills).
+    ("host_memory_compressed_darwin", "node_memory_compressed_bytes"),
+    ("host_swap_used_darwin", "node_memory_swap_used_bytes"),
 )
 QUERIES = SEED_QUERIES + NODE_QUERIES + HISTORY_QUERIES
 
