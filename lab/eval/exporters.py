@@ -9,6 +9,7 @@ never zeros.
 
 from __future__ import annotations
 
+import math
 from operator import itemgetter
 from random import Random
 from typing import TYPE_CHECKING
@@ -185,7 +186,12 @@ def _node(w: World) -> list[Metric]:
             ("node_memory_wired_bytes", {}, wired),
             ("node_memory_compressed_bytes", {}, compressed),
             ("node_memory_swap_used_bytes", {}, [float(int(v)) for v in hs.swap_used]),
-            ("node_memory_swap_total_bytes", {}, [swap_total + 1 * GIB] * n),
+            # vm.swapusage: the swap files allocated so far, a GiB each, one spare.
+            (
+                "node_memory_swap_total_bytes",
+                {},
+                [float((math.ceil(v / GIB) + 1) * GIB) for v in hs.swap_used],
+            ),
         ]
     out: list[Metric] = [
         ("node_memory_MemTotal_bytes", {}, [total] * n),

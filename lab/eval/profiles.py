@@ -259,8 +259,10 @@ def machine(rng: Random, truth: str) -> Machine:
         size = rng.choice([64, 128, 128, 192])
         total = size * GIB
         bw, tf = {64: (273.0, 17.0), 128: (546.0, 34.0), 192: (800.0, 27.0)}[size]
+        # macOS swaps to files it adds on the boot disk as it needs them: what the day may
+        # fill is drawn as elsewhere, the files appear only as it does.
         return Machine(
-            kind, "Apple M-series", total, total, True, bw, tf, 0, _hostname(rng, kind), uuid, ""
+            kind, "Apple M-series", total, total, True, bw, tf, swap, _hostname(rng, kind), uuid, ""
         )
     card = rng.choices(
         [
