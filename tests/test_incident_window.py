@@ -1870,10 +1870,11 @@ def test_a_service_gone_outright_on_a_mac_out_of_memory_is_exhaustion(tmp_path):
     assert any("jetsam" in e for e in stall["evidence_against"]), stall
 
 
-def _floor_rising_beside_a_notebook(started: float) -> Builder:
+def _floor_rising_beside_a_notebook(started: float, since_boot: bool = False) -> Builder:
     """A 128 GiB box using 90 GiB all day, then 33 GiB more over the ten hours before a
     check timed out, nothing killed. llama-server holds 40 GiB (its mapped weights, since
-    boot); a python3 holding 30 GiB started `started`."""
+    boot); a python3 holding 30 GiB started `started`; `since_boot`: another python3, a
+    small service's, up since boot."""
     n = len(DAY)
     used = [90 * GIB + 33 * GIB * max(0, i - (n - 120)) / 120 for i in range(n)]
     b = history(
@@ -1889,7 +1890,8 @@ def _floor_rising_beside_a_notebook(started: float) -> Builder:
         {"pid": 52769, "name": "llama-server", "rss_bytes": 40 * GIB,
          "start_time": iso(AT - 30 * 86400)},
         {"pid": 9001, "name": "python3", "rss_bytes": 30 * GIB, "start_time": iso(started)},
-    ])  # fmt: skip
+    ] + ([{"pid": 640, "name": "python3", "rss_bytes": 2 * GIB,
+           "start_time": iso(AT - 30 * 86400)}] if since_boot else []))  # fmt: skip
 
 
 def test_a_floor_that_rose_for_a_process_that_arrived_is_not_the_engines_leak(tmp_path):
@@ -1904,3 +1906,11 @@ def test_a_floor_that_rose_for_a_process_that_arrived_is_not_the_engines_leak(tm
 def test_the_same_floor_beside_a_process_up_since_boot_is_the_engines(tmp_path):
     result = verdict(tmp_path, _floor_rising_beside_a_notebook(AT - 30 * 86400))
     assert result["verdict"] == "leak-ratchet", scores(result)
+
+
+def test_an_arrival_counts_apart_from_a_process_of_its_name_up_since_boot(tmp_path):
+    """The same notebook beside a small python3 service up since boot: the name's group is
+    not what arrived; the notebook alone is."""
+    result = verdict(tmp_path, _floor_rising_beside_a_notebook(AT - 10 * 3600, since_boot=True))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert any("pid 9001 (python3)" in e for e in leak["evidence_against"]), leak

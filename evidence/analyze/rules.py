@@ -2355,10 +2355,20 @@ def _arrived(f: Facts, group: list[dict[str, Any]], held: float) -> str | None:
 
 
 def _arrival(f: Facts) -> str | None:
-    """The processes of one name, not an engine's, holding the most, where their arrival
-    tonight is what the machine lost (`_arrived`)."""
-    _, most, group = _largest_other(f)
-    return _arrived(f, group, most) if group else None
+    """The processes of one name, not an engine's, that started after the hours with room
+    and hold the most, where their arrival is what the machine lost (`_arrived`). Only
+    the arrivals count: a second python3 up since boot beside tonight's is furniture."""
+    loss = _tonights_loss(f)
+    if loss is None:
+        return None
+    came: dict[str, list[dict[str, Any]]] = {}
+    for p in f.processes:
+        started = p.get("started")
+        if not is_engine(p["name"] or "") and started is not None and started > loss[0]:
+            came.setdefault(p["name"] or "?", []).append(p)
+    held = {name: sum(p["rss_bytes"] or 0 for p in group) for name, group in came.items()}
+    name = max(held, key=held.__getitem__, default=None)
+    return _arrived(f, came[name], held[name]) if name else None
 
 
 def _tonights_loss(f: Facts) -> tuple[float, float, float] | None:
