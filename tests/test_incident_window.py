@@ -1914,3 +1914,38 @@ def test_an_arrival_counts_apart_from_a_process_of_its_name_up_since_boot(tmp_pa
     result = verdict(tmp_path, _floor_rising_beside_a_notebook(AT - 10 * 3600, since_boot=True))
     leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
     assert any("pid 9001 (python3)" in e for e in leak["evidence_against"]), leak
+
+
+def _piled_up_before_the_card_ran_out(depth: float) -> Builder:
+    """llama-server's four slots, nobody waiting all day; over the ten minutes before its
+    allocation failed, all four busy and `depth` callers waiting."""
+    n = len(DAY)
+    b = history(
+        base(trigger=("healthcheck", "gateway", "HTTP 502")),
+        {
+            "accelerator_memory_used": _series("dcgm", [20.0 * GIB] * n),
+            "accelerator_memory_total": _series("dcgm", [24.0 * GIB] * n),
+            "requests_running": plain(
+                "llamacpp:requests_processing", [4.0 if i >= n - 2 else 1.0 for i in range(n)]
+            ),
+            "requests_waiting": plain(
+                "llamacpp:requests_deferred", [depth if i >= n - 2 else 0.0 for i in range(n)]
+            ),
+        },
+    )
+    return b.logs(["CUDA error: out of memory"])
+
+
+def test_callers_piling_in_minutes_before_the_card_ran_out_is_overload(tmp_path):
+    """A retry storm: twenty callers queued in the minutes before the allocation failed,
+    where nobody ever waited before. Too short for a share of the hour; the sequences
+    they brought in ran the card out."""
+    result = verdict(tmp_path, _piled_up_before_the_card_ran_out(20.0))
+    assert result["verdict"] == "concurrency-overload", scores(result)
+    assert "piled up in the minutes before" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_two_callers_waiting_a_moment_before_the_card_ran_out_are_no_pile(tmp_path):
+    result = verdict(tmp_path, _piled_up_before_the_card_ran_out(2.0))
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    assert queue["score"] < 3, scores(result)

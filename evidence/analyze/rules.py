@@ -981,9 +981,13 @@ def _queue_in_window(f: Facts, j: Judgement) -> None:
             f"requests waited for a slot when the engine's allocation failed: {said}; a "
             "busy hour here queues too, this one ran the card out",
         )
-    elif timed_out and (burst := _burst(series, before, w.end)):
+    elif (timed_out or (w.failure and _card_ran_out(f))) and (
+        burst := _burst(series, before, w.end)
+    ):
         # Callers piling in all at once (a retry storm, an agent loop) fill the queue in
-        # minutes: too short for a share of the hour, far past anything earlier.
+        # minutes: too short for a share of the hour, far past anything earlier. Either an
+        # answer did not come in time behind them, or the sequences they brought in ran
+        # the card out.
         j.add(3, f"requests piled up in the minutes before {w.failure.what}: {burst}")
     elif share >= QUEUE_SHARE:
         j.evidence_against.append(f"requests waited as much earlier in the day: {said}")
