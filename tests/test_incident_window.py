@@ -1949,3 +1949,17 @@ def test_two_callers_waiting_a_moment_before_the_card_ran_out_are_no_pile(tmp_pa
     result = verdict(tmp_path, _piled_up_before_the_card_ran_out(2.0))
     queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
     assert queue["score"] < 3, scores(result)
+
+
+def test_a_late_climb_past_a_day_of_small_clicks_is_the_context_not_the_ratchet(tmp_path):
+    """The floors clicked up 1.4 GiB through the day (a ratchet's look), then the card
+    climbed 3 GiB past all of it in the last hour and a half to the failed allocation:
+    most of it came late, as llama-server's pool follows the longest context."""
+    n = len(DAY)
+    clicks = [18.0 * GIB + 1.4 * GIB * (i // 24) / 10 for i in range(n)]
+    top = clicks[n - 19]
+    card = clicks[: n - 18] + [top + 3.0 * GIB * (i + 1) / 18 for i in range(18)]
+    result = verdict(tmp_path, _llama_server_card(card))
+    assert result["verdict"] == "context-creep", scores(result)
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert any("most of it came late" in e for e in leak["evidence_against"]), leak

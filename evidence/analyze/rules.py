@@ -1234,13 +1234,18 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
                 or (late and (now := _against_usual(w, f.series[n])) and _rose_past(*now))
             ]
             reloaded = [said for _, said, grew in _model_contexts(f) if grew]
-            if tracked or reloaded:
+            # Without a context reading, llama-server's card climbing past the whole day in
+            # the hour before, after a day held within half of that, is the context's record.
+            kept = not cache and name == "accelerator_used" and _card_kept_the_context(f)
+            if tracked or reloaded or kept:
                 j.score -= 1
                 j.evidence_against.append(
                     f"the rise tracks the {tracked[0].replace('_', ' ')} (context creep)"
                     if tracked
                     else f"the rise came with reloads of the model at longer contexts "
                     f"({reloaded[0]} tokens): the cache, not a leak"
+                    if reloaded
+                    else f"most of it came late: {kept}"
                 )
             elif cache:
                 j.add(1, "the KV cache did not climb with it: the rise is not the cache")
