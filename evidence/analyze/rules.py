@@ -2285,10 +2285,10 @@ def _culprit(f: Facts, kill: str) -> str | None:
         return f"the victim, {named[0]}, held {_gib(named[1])}: not the engine"
     if grew := _grew_other(f):
         return grew
-    # Processes of one name count together (a build's compilers grow as a swarm, each one
-    # small).
     if came := _arrival(f):
         return came
+    # Processes of one name count together (a build's compilers grow as a swarm, each one
+    # small).
     _, most, group = _largest_other(f)
     # The victim's own size bounds it: a process smaller than the engine that was killed
     # is background, and the engine is what grew.
@@ -2715,7 +2715,7 @@ def _stall_in_window(f: Facts, j: Judgement) -> None:
     else:
         j.evidence_against.append(f"{said} earlier")
         return
-    if not _swap_filled(f, j):
+    if _swap_filled(f, j) is False:
         j.score -= 1
         j.evidence_against.append(
             "swap did not fill in the incident window: the working set still fit"
@@ -2732,9 +2732,9 @@ def _swap_filled(f: Facts, j: Judgement) -> bool | None:
     w = _window(f)
     used = known(w.incident(f.series.get("swap_used_history", [])))
     free = known(w.incident(f.series.get("swap_free_history", [])))
-    if len(used) < 2 and len(free) < 2:
+    if not used and not free:
         return None
-    taken = used[-1] - used[0] if len(used) >= 2 else free[0] - free[-1]
+    taken = used[-1] - used[0] if used else free[0] - free[-1]
     if taken >= SWAP_FILLED_BYTES:
         j.add(1, f"swap filled in the incident window: {_gib(taken)} more used")
         return True
