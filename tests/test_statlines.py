@@ -6,7 +6,7 @@ pasted in vllm-project/vllm#1492 (cut where the stored copy was cut), SGLang's d
 
 from pathlib import Path
 
-from test_classify import answered_while_timed_out, base, scores, verdict
+from test_classify import AT, GIB, TOTAL, answered_while_timed_out, base, scores, verdict
 
 from evidence.analyze.statlines import Reading, loads, prompts, readings
 from evidence.analyze.tags import tags_of
@@ -234,32 +234,70 @@ def test_requests_growing_to_fill_the_slot_at_release_are_creep(tmp_path):
     assert "the context each request held went from" in said and "slot context of 512" in said
 
 
+def _llama_server(context: int, slots: int) -> dict:
+    return {
+        "pid": 4242,
+        "name": "llama-server",
+        "cmdline": [
+            "/usr/local/bin/llama-server",
+            "-m",
+            "/m.gguf",
+            "-c",
+            str(context),
+            "-np",
+            str(slots),
+        ],  # fmt: skip
+        "rss_bytes": 2 << 30,
+    }
+
+
 def test_release_lines_read_against_the_slot_the_command_line_gives(tmp_path):
     """The server started days ago: its start line is older than the log kept. Its
     command line splits -c over --parallel (8192 over 2: 4096 tokens a slot)."""
     sizes = [900, 1000, 1200, 1500, 1900, 2400, 2900, 3400, 3900]
     b = base(trigger=("healthcheck", "gateway", "no answer within 60 s"))
-    b.processes(
-        [
-            {
-                "pid": 4242,
-                "name": "llama-server",
-                "cmdline": [
-                    "/usr/local/bin/llama-server",
-                    "-m",
-                    "/m.gguf",
-                    "-c",
-                    "8192",
-                    "-np",
-                    "2",
-                ],
-                "rss_bytes": 2 << 30,
-            }
-        ]
-    )
+    b.processes([_llama_server(8192, 2)])
     result = verdict(tmp_path, b.logs([RELEASE.format(k=k, n=n) for k, n in enumerate(sizes)]))
     assert result["verdict"] == "context-creep", scores(result)
     assert "slot context of 4096" in result["candidates"][0]["evidence_for"][0]
+
+
+def _died_filling_its_slot(sizes: list[int], seen_before: bool) -> list[Builder]:
+    """llama-server aborted on a CUDA allocation; the capture no longer finds it running,
+    and its log's tail holds only release lines. With `seen_before`, the half-hourly cron
+    bundle before found it running with -c 16384 -np 1."""
+    at = AT - 1800
+    earlier = Builder("spark-1", at, total=TOTAL, trigger=("cron", "baseline"), window_s=0)
+    earlier.memory([(at, 40 * GIB)]).pressure([(at, 0.0)]).host().kernel([]).logs([])
+    earlier.processes([_llama_server(16384, 1)] if seen_before else [])
+    lines = [RELEASE.format(k=k, n=n) for k, n in enumerate(sizes)]
+    now = base(trigger=("healthcheck", "gateway", "HTTP 502")).processes([])
+    return [earlier, now.logs([*lines, "CUDA error: out of memory"])]
+
+
+FULL_SLOT = [15500, 15900, 15300, 16000, 15700, 15600, 15800, 15400, 15900]
+
+
+def test_a_dead_servers_slot_is_the_one_its_last_command_line_gave(tmp_path):
+    """Every request the server released filled nearly all of its slot, then an allocation
+    on the card failed: the conversations took the card, the allocation failure is how it
+    ended. The slot's size comes from the bundle before, where the server still ran."""
+    result = verdict(tmp_path, *_died_filling_its_slot(FULL_SLOT, seen_before=True))
+    assert result["verdict"] == "context-creep", scores(result)
+    said = result["candidates"][0]["evidence_for"][0]
+    assert "slot context of 16384: the prompts nearly fill the slot" in said
+
+
+def test_the_same_lines_with_no_slot_size_anywhere_are_only_how_it_ended(tmp_path):
+    result = verdict(tmp_path, *_died_filling_its_slot(FULL_SLOT, seen_before=False))
+    assert result["verdict"] == "accelerator-oom", scores(result)
+
+
+def test_short_requests_before_the_allocation_failed_are_no_creep(tmp_path):
+    short = [2100, 1800, 2500, 1900, 2300, 2000, 2200, 1700, 2400]
+    result = verdict(tmp_path, *_died_filling_its_slot(short, seen_before=True))
+    creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+    assert creep["score"] == 0 and "slot context of 16384" in creep["evidence_against"][0]
 
 
 CUT = (

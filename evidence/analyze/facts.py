@@ -423,7 +423,8 @@ def _darwin_available(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: s
 def _slot_context(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) -> int | None:
     """How many tokens a llama-server slot holds, where its log's start line is older than
     the log kept: /props says it per slot; else the command line, whose context is split
-    over its slots (-c 8192 -np 2: 4096 each). Unknown when neither says."""
+    over its slots (-c 8192 -np 2: 4096 each), this bundle's or, where the server died
+    before the capture, the latest of the host's earlier bundles. Unknown when none says."""
     row = con.execute(
         "SELECT value FROM samples WHERE bundle_id = ? AND source = 'engine' "
         "AND metric = '/props:n_ctx' AND value > 0 ORDER BY t DESC LIMIT 1",
@@ -431,7 +432,16 @@ def _slot_context(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) 
     ).fetchone()
     if row:
         return int(row[0])
-    for p in facts.processes:
+    bundle = facts.bundle
+    earlier = _rows(
+        con,
+        f"""SELECT p.name, p.cmdline FROM processes p JOIN bundles b USING (bundle_id)
+            WHERE b.host = ? AND b.started_at < ?
+                AND b.started_at >= CAST(? AS TIMESTAMPTZ) - INTERVAL '{ARCHIVE_LOOKBACK}'
+            ORDER BY b.started_at DESC""",
+        [bundle["host"], bundle["started_at"], bundle["started_at"]],
+    )
+    for p in [*facts.processes, *earlier]:
         args = list(p["cmdline"] or [])
         if "llama-server" not in " ".join([p["name"] or "", *args[:1]]):
             continue

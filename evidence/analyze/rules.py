@@ -392,8 +392,12 @@ def _prompts_in_log(f: Facts, j: Judgement) -> None:
         j.add(3 if _window(f).failure else 1, said)
     elif last >= SLOT_NEARLY_FULL * slot and (failure := _window(f).failure):
         # Long already, if not seen growing: each prompt fills the slot, and reading it
-        # takes the longest a prompt can; an answer that did not come in time is that.
-        j.add(3 if failure.timed_out else 2, f"{said}: the prompts nearly fill the slot")
+        # takes the longest a prompt can; an answer that did not come in time is that, as
+        # is an allocation on the card failing while the slots held the most they hold.
+        j.add(
+            3 if failure.timed_out or _card_ran_out(f) else 2,
+            f"{said}: the prompts nearly fill the slot",
+        )
     else:
         j.evidence_against.append(said)
 
