@@ -217,6 +217,32 @@ def test_an_idle_squatter_is_not_a_forgotten_model(tmp_path):
     assert scores(result)["swap-not-unloaded"] < 3
 
 
+def _idle_vllm_on_a_tight_pool(trigger: tuple[str, ...]) -> Builder:
+    """vLLM idle at night on a GB10, holding the 94 GiB it reserved at start; 5.7 GiB of
+    the 120 GiB pool available; no other tenant on the card."""
+    idle = _engine_at("vllm", "vllm", 0, 5000)
+    b = Builder("spark-1", AT, total=120 * GIB, trigger=trigger)
+    b.memory([(t, 114.3 * GIB) for t in WINDOW]).pressure([(t, 0.0) for t in WINDOW])
+    b.host().kernel([]).logs([]).engines([idle], [(t, [idle]) for t in WINDOW[::5]])
+    b.processes([{"pid": 6854, "name": "python3", "rss_bytes": 3 * GIB,
+                  "cmdline": ["python3", "-m", "vllm.entrypoints.openai.api_server"]}])  # fmt: skip
+    return b.gpu(processes=[(6854, "python3", 94 * GIB)], busy_pct=0)
+
+
+def test_an_idle_engine_on_a_tight_pool_with_nothing_failed_kept_nobody_out(tmp_path):
+    result = verdict(tmp_path, _idle_vllm_on_a_tight_pool(("manual", "")))
+    assert result["verdict"] == "no-fault", scores(result)
+    squat = next(c for c in result["candidates"] if c["fault"] == "idle-squatter")
+    assert any("no stall, nothing failed" in e
+               for e in squat["evidence_against"]), squat  # fmt: skip
+
+
+def test_the_same_idle_engine_beside_a_service_that_failed_kept_it_out(tmp_path):
+    result = verdict(tmp_path, _idle_vllm_on_a_tight_pool(("healthcheck", "comfy", "HTTP 500")))
+    assert result["verdict"] == "idle-squatter", scores(result)
+    assert "only 5.7 GiB of 120.0 GiB was available" in result["candidates"][0]["evidence_for"][0]
+
+
 # -- the machine, the accelerator, the pool ----------------------------------------------------
 
 

@@ -2818,7 +2818,7 @@ def idle_squatter(f: Facts) -> Judgement:
             # in: squatting needs someone kept out.
             found.evidence_against.append(
                 f"{engine} is idle with its model resident, and nothing else wanted the memory "
-                "(no other tenant on the accelerator, memory not tight, nothing failed)"
+                "(no other tenant on the accelerator, no stall, nothing failed)"
             )
             continue
         gpu = [
@@ -2903,7 +2903,15 @@ def _contention(f: Facts, kind: str) -> str | None:
         p = _who(f, others[0])
         return f"another tenant shares the accelerator (pid {p['pid']} {p.get('name') or '?'})"
     available = _values(f, "available")
-    if available and f.memory_total and available[-1] < TIGHT_SHARE * f.memory_total:
+    # Little available keeps out only what tried to get in: with nothing failed and nothing
+    # stalled it is the box as it runs (an engine that reserves its share of a shared pool
+    # at start, as vLLM does).
+    if (
+        _window(f).failure
+        and available
+        and f.memory_total
+        and available[-1] < TIGHT_SHARE * f.memory_total
+    ):
         return f"only {_gib(available[-1])} of {_gib(f.memory_total)} was available"
     some = _values(f, "psi_some")
     if some and max(some) >= PSI_SOME_HIGH:
