@@ -1511,6 +1511,62 @@ def test_a_floor_that_rose_all_day_before_the_context_grew_is_the_leak(tmp_path)
     assert result["verdict"] == "leak-ratchet", scores(result)
 
 
+def _warmed_up_then(
+    per_answer_late: float, cache_read: bool = False, climbing: bool = False
+) -> Builder:
+    """An engine's card after its start: the first two hours its floor rose 19.9 to 21.35
+    GiB, then flat all day; the last three hours it rose to 22.5 GiB before its allocation
+    failed. Each answer came with 12 prompt tokens all day, `per_answer_late` in those last
+    three hours. llama-server's context high water reached 24000 tokens, the most its slot
+    holds, in the first two hours and stayed there; with `cache_read`, SGLang's cache use
+    (token_usage) was read instead, at a tenth all day. `climbing`: the floor rose all
+    day instead, half a GiB every two hours from 16.5 GiB."""
+    n = len(DAY)
+    floors = [(0, 19.9 * GIB), (12, 20.5 * GIB), (24, 21.35 * GIB)]
+    floors += [(n - 36, 21.55 * GIB), (n - 12, 22.5 * GIB)]
+    if climbing:
+        floors = [(24 * k, 16.5 * GIB + 0.5 * GIB * k) for k in range(12)]
+    per_answer = [per_answer_late if i >= n - 36 else 12.0 for i in range(n)]
+    counters = _token_counters([400.0] * n, per_answer)
+    gauge = (
+        {"kv_cache_usage": plain("sglang:token_usage", [0.1] * n)}
+        if cache_read
+        else {"context_high_water": plain(
+            "llamacpp:n_tokens_max", [min(24000.0, 5000.0 + 800.0 * i) for i in range(n)])}
+    )  # fmt: skip
+    return _card_ran_out(
+        _floors(floors, 0.5 * GIB, 0.01 * GIB),
+        **gauge,
+        **{name: plain(name, [v for _, v in points]) for name, points in counters.items()},
+    )
+
+
+@pytest.mark.parametrize(("per_answer_late", "creep"), [(30.0, True), (12.0, False)])
+def test_a_floor_rising_while_the_prompts_grew_past_a_full_high_water_is_the_creep(
+    tmp_path, per_answer_late, creep
+):
+    """With the prompts as long as ever (12 per answer), the same floor is no creep."""
+    result = verdict(tmp_path, _warmed_up_then(per_answer_late))
+    assert (result["verdict"] == "context-creep") == creep, scores(result)
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    said = [e for e in leak["evidence_against"] if "in the hours the prompts grew longer" in e]
+    assert bool(said) == creep, leak
+
+
+def test_prompts_grown_beside_a_floor_that_climbed_all_day_leave_the_rise_to_the_leak(tmp_path):
+    result = verdict(tmp_path, _warmed_up_then(per_answer_late=30.0, climbing=True))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert not any("prompts grew" in e for e in leak["evidence_against"]), leak
+    assert result["verdict"] != "context-creep", scores(result)
+
+
+def test_the_prompts_grown_beside_a_cache_read_with_room_leave_the_rise_to_the_leak(tmp_path):
+    result = verdict(tmp_path, _warmed_up_then(per_answer_late=30.0, cache_read=True))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert not any("prompts grew" in e for e in leak["evidence_against"]), leak
+    assert any("the KV cache did not climb with it" in e for e in leak["evidence_for"]), leak
+
+
 def _second_model_minutes_before(manager: str | None) -> Builder:
     """A 48 GiB card flat at 21.6 GiB all day (but for a 40 MiB ripple nine hours in that
     stayed); 20 minutes before the allocation failed a second llama-server came up and the

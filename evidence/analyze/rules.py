@@ -1241,7 +1241,24 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             # Without a context reading, llama-server's card climbing past the whole day in
             # the hour before, after a day held within half of that, is the context's record.
             kept = not cache and name == "accelerator_used" and _card_kept_the_context(f)
-            if tracked or reloaded or kept:
+            # The prompts growing longer for answers of the same size while the floor, level
+            # through the hours before the incident window, rose in it: the conversations'
+            # rise, whatever the high water says (at the most a slot holds it cannot
+            # climb). A floor already climbing before is a leak the prompts happened beside;
+            # and where the cache's own use was read, a cache with room did not take it.
+            lengths = _prompt_lengths(f)
+            inside = levels[-1] - (earlier or levels[onset : onset + 1])[-1]
+            before = [v for t, v in floors if w.start - 2 * INCIDENT_S <= t < w.start]
+            prompts = (
+                lengths[1]
+                if lengths
+                and lengths[0]
+                and "kv_cache" not in cache
+                and len(before) >= 2
+                and max(before) - min(before) <= inside / 2
+                else None
+            )
+            if tracked or reloaded or kept or prompts:
                 j.score -= 1
                 j.evidence_against.append(
                     f"the rise tracks the {tracked[0].replace('_', ' ')} (context creep)"
@@ -1250,6 +1267,9 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
                     f"({reloaded[0]} tokens): the cache, not a leak"
                     if reloaded
                     else f"most of it came late: {kept}"
+                    if kept
+                    else f"it rose in the hours the prompts grew longer ({prompts}): the "
+                    "context's, not a leak"
                 )
             elif cache:
                 j.add(1, "the KV cache did not climb with it: the rise is not the cache")
