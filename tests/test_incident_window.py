@@ -699,6 +699,44 @@ def test_a_step_beside_loads_that_kept_their_context_is_still_a_model_kept(tmp_p
     assert any("the size of a model" in e for e in snu["evidence_for"]), snu
 
 
+def _model_loaded_two_hours_before(trigger: tuple[str, ...], kill: list[str]) -> Builder:
+    """A GB10 (one 128 GiB pool, the host's line): 60 GiB in use all day, then two hours
+    before the failure Ollama loaded gemma3:27b, 20 GiB, and kept it. At the capture its
+    /api/ps lists that one model and one runner holds the card."""
+    n = len(DAY)
+    used = [80 * GIB if i >= n - 24 else 60 * GIB for i in range(n)]
+    b = history(base(trigger=trigger), {"host_memory_available": plain(
+        "node_memory_MemAvailable_bytes", [TOTAL - u for u in used])})  # fmt: skip
+    ps = {"/api/ps": {"models": [{"name": "gemma3:27b", "size": 20 * GIB, "size_vram": 20 * GIB}]}}
+    b.engines([engine("ollama", "ollama", readings=ps)])
+    b.processes([{"pid": 7001, "name": "ollama", "rss_bytes": GIB,
+                  "cmdline": ["/usr/local/bin/ollama", "runner"]}])  # fmt: skip
+    return b.gpu(processes=[(7001, "ollama", 20 * GIB)]).kernel(kill, times=[AT - 180] * len(kill))
+
+
+def test_a_model_step_where_the_manager_lists_that_one_model_alone_is_its_load(tmp_path):
+    """The gateway's check timed out: the engine lived through it, so what Ollama lists at
+    the capture is what it held in the hours before. One model, alone on the card: the step
+    is that model loaded when callers asked for it, nothing kept beside it."""
+    b = _model_loaded_two_hours_before(("healthcheck", "gateway", "no answer within 90 s"), [])
+    result = verdict(tmp_path, b)
+    snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert snu["score"] < 3, scores(result)
+    assert any("that model loaded on demand" in e for e in snu["evidence_against"]), snu
+
+
+def test_the_same_step_before_the_kernel_killed_ollama_is_still_a_model_kept(tmp_path):
+    """The kernel killed Ollama: what it lists at the capture is after its restart, not the
+    set it held when the memory ran out."""
+    kill = ["Out of memory: Killed process 7002 (ollama) total-vm:90000000kB, "
+            "anon-rss:7000000kB, file-rss:20000000kB, shmem-rss:0kB, UID:998 pgtables:9000kB "
+            "oom_score_adj:0"]  # fmt: skip
+    b = _model_loaded_two_hours_before(("healthcheck", "gateway", "HTTP 502"), kill)
+    result = verdict(tmp_path, b)
+    snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert any("the size of a model" in e for e in snu["evidence_for"]), snu
+
+
 def _loaded_on_demand(last: float) -> Builder:
     """Ollama loads its model when callers come and unloads it when idle: the card stood at
     32 GiB through two spells of the day, 2 GiB between; an hour before the failed load it

@@ -1760,7 +1760,8 @@ def swap_not_unloaded(f: Facts) -> Judgement:
                 j.add(3, f"two sources disagree: {said}, yet {held}")
         else:
             j.evidence_against.append(f"the model manager and the accelerator agree ({said})")
-            one_model = count == 1
+            # Alone only where the card said who holds it (NVML on a shared pool may not).
+            one_model = count == 1 and len(holders) == 1
     overdue = _overdue(f) or _slept_holding(f) or _loaded_beside(f)
     if overdue:
         j.add(3, overdue)
@@ -2030,6 +2031,15 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: bool) -> None:
                 + (f" ({size / pool:.0%} of {_gib(pool)}) and stayed until {w.failure.what}"
                    if big else "") + f": {step.why}",
             )  # fmt: skip
+        elif w.failure and w.failure.timed_out and size >= BIG_MODEL_SHARE * pool and one_model:
+            # The manager lists one model and the card holds it alone: nothing was kept
+            # beside it, the step is that model loaded when it was asked for. Only where the
+            # engine lived through the failure (an answer too late) is the list at the
+            # capture the one of the hours before: a kill and a restart leave another.
+            j.evidence_against.append(
+                f"the {label} stepped up {_gib(size)}, the size of a model, but the manager "
+                "lists one model and the card holds it alone: that model loaded on demand"
+            )
         elif w.failure and size >= BIG_MODEL_SHARE * pool and _loaded(f) is not None:
             j.add(
                 3,
