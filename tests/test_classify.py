@@ -628,17 +628,24 @@ def test_a_weak_ending_cannot_tie_with_the_cause_it_ended():
     assert "how the failure ended, not why" in short.evidence_against[0]
 
 
-def test_an_idle_engine_whose_own_check_timed_out_under_a_stall_is_its_victim(tmp_path):
+@pytest.mark.parametrize(
+    ("name", "checked"),
+    [("chat", "chat"), ("qwen3-14b", "llama-server")],  # llama-swap names it by its model
+)
+def test_an_idle_engine_whose_own_check_timed_out_under_a_stall_is_its_victim(
+    tmp_path, name, checked
+):
     """A job outgrew RAM and the machine stalls; the chat engine sits idle with its model on
-    the card, and its own check timed out. It is not keeping another out: it could not work."""
-    chat = engine("chat", "llama-server", {"llamacpp:requests_processing": 0.0})
-    b = base(trigger=("healthcheck", "chat", "no answer within 60 s"))
+    the card, and its own check timed out, named for the engine or for its software. It is
+    not keeping another out: it could not work."""
+    chat = engine(name, "llama-server", {"llamacpp:requests_processing": 0.0})
+    b = base(trigger=("healthcheck", checked, "no answer within 60 s"))
     b.pressure([(t, 45.0) for t in WINDOW], [(t, 15.0) for t in WINDOW])
     b.vmstat([(t, 1000 + i * 500) for i, t in enumerate(WINDOW)])
     b.memory([(t, 126 * GIB) for t in WINDOW], swap_used=16 * GIB - GIB)
     b.engines([chat], [(t, [chat]) for t in WINDOW[::5]])
     b.gpu(processes=[(4001, "llama-server", 30 * GIB)])
-    b.checks([{"name": "chat", "kind": "completion", "ok": False, "status": "timeout",
+    b.checks([{"name": checked, "kind": "http", "ok": False, "status": "timeout",
                "reason": "no answer within 60 s", "answer": {}}])  # fmt: skip
     result = verdict(tmp_path, b)
     assert result["verdict"] == "memory-pressure-stall", scores(result)

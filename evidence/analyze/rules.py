@@ -2835,13 +2835,16 @@ def idle_squatter(f: Facts) -> Judgement:
         if max(load, default=0) > 0:
             j.evidence_against.append(f"{engine} was working (its queue was not empty)")
             continue
-        if engine in failed:
+        kind = kinds.get(engine, "")
+        # A check named for the engine's software is its own where it is the only one of
+        # its kind (llama-swap names its server by the model it serves).
+        mine = kind in failed and list(kinds.values()).count(kind) == 1
+        if engine in failed or mine:
             j.evidence_against.append(
                 f"{engine} is idle, but it is the service that failed to answer: a victim of "
                 "what held the memory, not a squatter"
             )
             continue
-        kind = kinds.get(engine, "")
         need = _contention(f, kind)
         if need is None:
             # A resident model nobody is using is the state a box spends most of its life
