@@ -1962,7 +1962,8 @@ def test_a_service_gone_outright_on_a_mac_out_of_memory_is_exhaustion(tmp_path):
     ]
     result = verdict(tmp_path, _mac(_evening(4.0 * GIB, 22.0 * GIB), used, fell=True))
     stall = next(c for c in result["candidates"] if c["fault"] == "memory-pressure-stall")
-    assert result["verdict"] != "memory-pressure-stall", scores(result)
+    assert result["verdict"] == "host-exhaustion", scores(result)
+    assert "its memory killer (jetsam) took it" in result["candidates"][0]["evidence_for"][0]
     assert any("jetsam" in e for e in stall["evidence_against"]), stall
 
 

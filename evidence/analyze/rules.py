@@ -2217,6 +2217,12 @@ def host_exhaustion(f: Facts) -> Judgement:
         j.add(
             3, f"systemd says the OOM killer killed a process of the unit: {_last(f, 'unit-oom')}"
         )
+    elif _killed_unseen(f):
+        j.add(
+            3,
+            f"{_window(f).failure.what}: outright, while macOS pushed memory out of RAM; its "
+            "memory killer (jetsam) took it and logs nothing to the kernel log",
+        )
     elif _window(f).failure and _ran_low(f) and not _stalled(f) and (grew := _grew_other(f)):
         # Nothing killed, and no stall to be the story: the process that grew into the
         # machine's memory is what it ran out for.
