@@ -2,7 +2,7 @@
 faulty, never call a failed one healthy, and be right on at least 95 % of the scenarios.
 
 The first two bars hold and are asserted in full. The third does not hold yet: on this
-seed the classifier is right on 93 of 100 (the seed's own diagnose-oom.py on fewer). The
+seed the classifier is right on 94 of 100 (the seed's own diagnose-oom.py on fewer). The
 accuracy test asserts the level reached, so that a change that loses ground fails here;
 raise ACCURACY_FLOOR as the classifier improves, until it is harness's 95 % bar. The seed's
 script is left out to stay fast (tests/test_peer.py compares it). Each bar is its own
@@ -16,7 +16,7 @@ from lab.eval.generate import suite
 
 SEED = 20261201
 COUNT = 100
-ACCURACY_FLOOR = 0.92  # reached: 0.93 on this seed, one case of slack (issue 12 asks 0.95)
+ACCURACY_FLOOR = 0.93  # reached: 0.94 on this seed, one case of slack (issue 12 asks 0.95)
 
 
 @pytest.fixture(scope="module")
