@@ -3,6 +3,7 @@ that must not fire. Built apart from the incidents' own fixtures (tests/real_inc
 
 from datetime import UTC, datetime
 
+import pytest
 from real_incidents import Thread
 from test_classify import AT, GIB, TOTAL, WINDOW, base, scores, verdict
 
@@ -58,6 +59,21 @@ def test_memory_held_by_no_listed_process_still_counts_where_the_list_is_whole(t
     result = verdict(tmp_path, b)
     orphan = next(c for c in result["candidates"] if c["fault"] == "orphaned-gpu-holder")
     assert "held by no listed process" in orphan["evidence_for"][0], scores(result)
+
+
+@pytest.mark.parametrize(("used_gib", "points"), [(14.2, 1), (23.5, 2)])
+def test_memory_held_by_no_listed_process_weighs_where_the_card_was_short(
+    tmp_path, used_gib, points
+):
+    """llama-server holds 12 GiB of a 24 GiB card and the gateway's check timed out; the
+    rest of what the card says is used is listed for no process (the driver reserves some
+    unlisted). On a card with room it is a note; on a full one, what kept memory out."""
+    b = base(trigger=("healthcheck", "gateway", "no answer within 90 s"))
+    b.gpu("NVIDIA RTX PRO 6000", 24 * GIB, int(used_gib * GIB),
+          [(8572, "llama-server", 12 * GIB)], False)  # fmt: skip
+    result = verdict(tmp_path, b)
+    orphan = next(c for c in result["candidates"] if c["fault"] == "orphaned-gpu-holder")
+    assert orphan["score"] == points, orphan
 
 
 def test_systemd_saying_the_unit_was_oom_killed_is_the_machine_running_out(tmp_path):
