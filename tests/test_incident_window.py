@@ -1645,6 +1645,45 @@ def test_a_step_the_manager_says_is_its_one_model_is_that_model_loading(tmp_path
     assert any("a model loaded" in e for e in swap["evidence_for"]), swap
 
 
+def _step_as(came: dict, card_job: str = "dcgm") -> Builder:
+    """The same 48 GiB card flat at 21.6 GiB, stepping up 25.5 GiB 20 minutes before its
+    allocation failed, as the target `came` came up; `card_job` publishes the card's line."""
+    n = len(DAY)
+    card = [21.6 * GIB] * (n - 4) + [47.1 * GIB] * 4
+    return _card_ran_out(
+        card,
+        total=48 * GIB,
+        accelerator_memory_used=_series(card_job, card),
+        accelerator_memory_total=_series(card_job, [48 * GIB] * n),
+        targets_up=[seen("llama-server", 5803, [1.0] * n), came],
+    )
+
+
+@pytest.mark.parametrize(
+    ("came", "card_job"),
+    [
+        # the gateway missed one scrape: a gap, then up again, loading nothing of its own
+        (up("gateway", [1.0] * (len(DAY) - 5) + [0.0] + [1.0] * 4), "dcgm"),
+        # the card's own exporter first scraped then: an instrument, whatever its name
+        (seen("local-llm", 9835, [None] * (len(DAY) - 4) + [1.0] * 4), "local-llm"),
+    ],
+)
+def test_what_came_up_with_a_step_is_a_second_server_only_if_it_serves_models(
+    tmp_path, came, card_job
+):
+    result = verdict(tmp_path, _step_as(came, card_job))
+    swap = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert not any("came up" in e for e in swap["evidence_for"]), swap
+    assert any("nothing here loads a second model" in e for e in swap["evidence_against"]), swap
+
+
+def test_a_second_llama_server_that_came_up_with_the_step_is_a_model_kept(tmp_path):
+    came = seen("llama-server", 5804, [None] * (len(DAY) - 4) + [1.0] * 4)
+    result = verdict(tmp_path, _step_as(came))
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+    assert "as llama-server/127.0.0.1:5804 came up" in result["candidates"][0]["evidence_for"][0]
+
+
 def test_a_card_floor_that_clicked_twice_to_its_allocation_failure_is_a_leak(tmp_path):
     """Flat at 13 GiB all day; in the last four hours each busy spell left its floor higher
     (17.5, then 21 GiB) and held there through the quiet, until an allocation failed. Two

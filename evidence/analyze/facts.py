@@ -54,6 +54,7 @@ LEVELS = ("kv_cache", "context_high_water")
 # Queries whose series are each one scrape target's `up`, kept apart per target: a sum would
 # hide which service went down.
 _TARGET_QUERIES = ("gateway_up", "engine_up", "targets_up")
+_INSTRUMENT_QUERIES = (*_PROMETHEUS["accelerator_used"], *_PROMETHEUS["available"])
 # An engine's own word for "working on something": any of these above zero.
 BUSY_METRICS = (
     "vllm:num_requests_running",
@@ -302,6 +303,17 @@ def _prometheus(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) ->
         [bundle_id],
     ).fetchall()
     facts.engine_targets_up = sum(1 for (v,) in ends if v == 1) if ends else None
+    # A job that answered the machine's own memory queries is an instrument, whatever its
+    # name (a local exporter of AMD's GTT pool): its going down or coming back is a gap in
+    # what was seen, never a service's outage or start.
+    instruments = {
+        job
+        for (job,) in con.execute(
+            """SELECT DISTINCT labels['job'] FROM prometheus_series
+               WHERE bundle_id = ? AND list_contains(?, query)""",
+            [bundle_id, list(_INSTRUMENT_QUERIES)],
+        ).fetchall()
+    }
     for query, job, instance, points in con.execute(
         """SELECT query, labels['job'], labels['instance'], list((t, value) ORDER BY t)
            FROM prometheus_series WHERE bundle_id = ? AND list_contains(?, query)
@@ -309,6 +321,8 @@ def _prometheus(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) ->
            GROUP BY ALL""",
         [bundle_id, list(_TARGET_QUERIES)],
     ).fetchall():
+        if job in instruments:
+            continue
         key = f"{job or '?'}/{instance or '?'}"
         # The seed's own queries name the role (gateway, engine); `up` only repeats them.
         if key not in facts.targets or query != "targets_up":

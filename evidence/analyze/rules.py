@@ -2144,13 +2144,15 @@ def _rise(series: shapes.Series, step: shapes.Step) -> tuple[float, float]:
 
 
 def _servers_started(f: Facts) -> list[tuple[float, str]]:
-    """Service targets that came up during the look-back (0 -> 1, or first seen up after
-    the history began) and were still up at its end."""
+    """Model servers' targets that came up during the look-back (0 -> 1, or first seen up
+    after the history began) and were still up at its end. A gateway coming back (a
+    restart, a missed scrape) loads no model of its own: the servers it starts are
+    targets of their own."""
     first_seen = _began(f)
     started = []
     for target, series in f.targets.items():
         since = up_since(series)
-        if not is_service(target) or since is None:
+        if not is_service(target) or is_gateway(target) or since is None:
             continue
         if rose(series) is not None or since - first_seen > HOUR_S:
             started.append((since, target))
