@@ -881,6 +881,43 @@ def test_a_stall_that_ended_in_the_machines_oom_kill_was_its_prelude(tmp_path):
     assert any("prelude" in e for e in stall["evidence_against"]), stall
 
 
+def _tight_day_beside_a_fenced_kill(counted: float) -> Builder:
+    """A GB10 running vLLM at 5 % available all day, a routine snapshot; a node process
+    killed inside its own container's limit 54 minutes before, and the kernel's OOM-kill
+    counter `counted` higher than three hours before."""
+    n = len(DAY)
+    fenced = (
+        "Memory cgroup out of memory: Killed process 598958 (node) total-vm:1426934kB, "
+        "anon-rss:508559kB, file-rss:8192kB, shmem-rss:0kB, UID:0 pgtables:1137kB"
+    )
+    b = history(
+        base(trigger=("cron", "baseline")),
+        {
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [0.05 * TOTAL] * n
+            ),  # fmt: skip
+            "host_oom_kills": plain("node_vmstat_oom_kill", [0.0] * (n - 10) + [counted] * 10),
+            "targets_up": [up("vllm", [1.0] * n)],
+        },
+    )
+    return b.kernel([fenced], ago_s=54 * 60)
+
+
+def test_a_kill_inside_a_containers_limit_counted_by_the_kernel_is_no_exhaustion(tmp_path):
+    """The counter counts the container's kill the log already shows: the machine, as
+    tight as all day, ran out of nothing."""
+    result = verdict(tmp_path, _tight_day_beside_a_fenced_kill(1.0))
+    assert result["verdict"] == "no-fault", scores(result)
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    assert not any("counter rose" in e for e in host["evidence_for"]), host
+
+
+def test_a_counter_rising_past_the_kills_the_log_shows_is_the_machine_running_out(tmp_path):
+    result = verdict(tmp_path, _tight_day_beside_a_fenced_kill(2.0))
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    assert any("counter rose by 1" in e for e in host["evidence_for"]), host
+
+
 def test_a_high_water_climbing_all_day_while_the_prompts_kept_their_length_is_a_note(
     tmp_path,
 ):

@@ -2560,10 +2560,17 @@ def _card_grew(f: Facts) -> str | None:
 
 
 def _kills_in_history(f: Facts) -> float:
-    """How much node_vmstat_oom_kill rose in the incident window (0 when unknown)."""
+    """How much node_vmstat_oom_kill rose in the incident window for the machine (0 when
+    unknown). The counter counts kills inside any group's limit too: those the kernel log
+    shows in those hours are not the machine running out."""
     w = _window(f)
     counts = known([(t, v) for t, v in f.series.get("oom_kills_history", []) if t >= w.start])
-    return max(0.0, counts[-1] - counts[0]) if len(counts) >= 2 else 0.0
+    fenced = [
+        t
+        for ago, t in f.oom_kills
+        if "Memory cgroup out of memory" in t and ago is not None and ago <= INCIDENT_S + HOUR_S
+    ]
+    return max(0.0, counts[-1] - counts[0] - len(fenced)) if len(counts) >= 2 else 0.0
 
 
 @rule("accelerator-oom")
@@ -2699,14 +2706,7 @@ def _ran_out(f: Facts, j: Judgement) -> None:
     """A stall that ended with the OOM killer taking a process on the whole machine is the
     prelude of exhaustion, not a fault of its own: work slowing while nothing goes down."""
     machine = [t for _, t in _recent_kills(f) if "Memory cgroup out of memory" not in t]
-    # The kernel's counter counts kills inside any group's limit too: only a rise beyond
-    # the limit kills the log shows in those hours is the machine running out.
-    fenced = [
-        t
-        for ago, t in f.oom_kills
-        if "Memory cgroup out of memory" in t and ago is not None and ago <= INCIDENT_S + HOUR_S
-    ]
-    if machine or _kills_in_history(f) > len(fenced) or _killed_unseen(f):
+    if machine or _kills_in_history(f) > 0 or _killed_unseen(f):
         j.score -= 2
         # How the growth before it ended, as the kill is: a cause with evidence takes it.
         j.ending = True
