@@ -18,7 +18,7 @@ from test_classify import (
     scores,
     verdict,
 )
-from test_statlines import OLLAMA_FAILED, OLLAMA_LOAD
+from test_statlines import OLLAMA_FAILED, OLLAMA_LOAD, V1
 
 from lab.builder import Builder, engine, iso
 
@@ -879,6 +879,35 @@ def test_a_stall_that_ended_in_the_machines_oom_kill_was_its_prelude(tmp_path):
     result = verdict(tmp_path, _stalled(MACHINE_KILL, 100 * 60))
     stall = next(c for c in result["candidates"] if c["fault"] == "memory-pressure-stall")
     assert any("prelude" in e for e in stall["evidence_against"]), stall
+
+
+def _scrapes_stopped_before(waiting: int) -> Builder:
+    """vLLM scraped all day with nothing waiting, until its scrapes stopped 90 minutes
+    before the gateway's check timed out (an engine too busy to answer them); its own
+    stats lines, every ten seconds, say `waiting` requests waited with 8 running."""
+    n = len(DAY)
+    kept = [0.0] * (n - 18) + [None] * 18
+    b = history(
+        base(trigger=("healthcheck", "gateway", "no answer within 90 s")),
+        {
+            "requests_waiting": plain("vllm:num_requests_waiting", kept),
+            "requests_running": plain("vllm:num_requests_running", [1.0 if v == 0.0 else None
+                                                                    for v in kept]),
+        },
+    )  # fmt: skip
+    return b.logs([V1.format(s=k, r=8, w=waiting, kv="61.0") for k in range(12)])
+
+
+def test_a_queue_the_engine_logged_after_its_scrapes_stopped_is_overload(tmp_path):
+    result = verdict(tmp_path, _scrapes_stopped_before(waiting=390))
+    assert result["verdict"] == "concurrency-overload", scores(result)
+    assert "the engine's stats lines" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_the_same_gap_with_nothing_waiting_in_its_log_is_no_overload(tmp_path):
+    result = verdict(tmp_path, _scrapes_stopped_before(waiting=0))
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    assert queue["score"] == 0, queue
 
 
 def _tight_day_beside_a_fenced_kill(counted: float) -> Builder:

@@ -728,7 +728,7 @@ def _preempted(f: Facts, j: Judgement, explained: bool) -> None:
 def concurrency_overload(f: Facts) -> Judgement:
     j = Judgement()
     if not f.has("requests_waiting"):
-        queue = _queue_at_capture(f) or _queue_in_stats(f) or _waited_in_log(f)
+        queue = _queue_in_log(f)
         if queue and not _window(f).failure:
             # Minutes of an engine's log with nothing failed: a busy spell, worth a note.
             # A queue through an incident needs the incident, or hours of readings.
@@ -744,7 +744,11 @@ def concurrency_overload(f: Facts) -> Judgement:
                 "vllm:num_requests_waiting, sglang:num_queue_reqs)"
             )
     elif _history(f, "requests_waiting"):
-        _queue_in_window(f, j)
+        read = _queue_in_window(f, j)
+        if not read and _window(f).failure and (queue := _queue_in_log(f)):
+            # The scrapes stopped before the failure (an engine too busy to answer them, a
+            # gap): its own log and the capture still say what waited.
+            j.add(3, queue)
     else:
         waiting = shapes.sustained(f.series["requests_waiting"], above=0, min_fraction=0.25)
         if waiting.verdict:
@@ -894,6 +898,12 @@ def _queue_deepened(lines: list[statlines.Reading]) -> str | None:
     )
 
 
+def _queue_in_log(f: Facts) -> str | None:
+    """What waited, where no scrape says it: the capture's own engine readings, the
+    engine's stats lines, the answers its log shows waiting their turn."""
+    return _queue_at_capture(f) or _queue_in_stats(f) or _waited_in_log(f)
+
+
 def _queue_at_capture(f: Facts) -> str | None:
     """A single reading can say it: at a failure, more requests waiting than running, every
     slot busy. Strong evidence below the line of a series is still evidence."""
@@ -909,17 +919,17 @@ def _queue_at_capture(f: Facts) -> str | None:
     return None
 
 
-def _queue_in_window(f: Facts, j: Judgement) -> None:
+def _queue_in_window(f: Facts, j: Judgement) -> bool:
     """Requests waiting through the hour before the failure, against the busiest hour
     before the queue began: a queue that lasted this incident, however long, and not the
-    machine's usual busy hour."""
+    machine's usual busy hour. False where the history has no readings of that hour."""
     w = _window(f)
     series = w.upto(f.series["requests_waiting"])
     recent = w.last(series, RECENT_S)
     share = share_above(recent, 0)
     if share is None or len(known(recent)) < 4:
         j.missing.append("readings of requests waiting in the hour before the failure")
-        return
+        return False
     # Walk back hour by hour while the queue held: the rest of the history is the before.
     onset = w.end - RECENT_S
     while True:
@@ -960,7 +970,7 @@ def _queue_in_window(f: Facts, j: Judgement) -> None:
             # A routine snapshot of a box where nothing failed: a batch queues by design,
             # and a day's look-back need not hold its last run. Worth a note, not a fault.
             j.add(2, f"requests waited for a slot: {said} (up to {peak:.0f}); nothing failed")
-            return
+            return True
         j.add(3, f"requests waited for a slot through the incident: {said} (up to {peak:.0f})")
     elif timed_out_behind and _stalled(f):
         # A usual busy hour's queue, and the machine stalled on memory: the answer crawled
@@ -999,6 +1009,7 @@ def _queue_in_window(f: Facts, j: Judgement) -> None:
         j.evidence_against.append(f"requests waited only briefly: {said}")
     else:
         j.evidence_against.append("nothing waited for a slot in the hour before")
+    return True
 
 
 def _burst(series: shapes.Series, before: shapes.Series, end: float) -> str | None:
