@@ -8,8 +8,10 @@ Invariants:
 - Reading only: the archive is queried, never written.
 """
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import chain
 from typing import Any
 
 import duckdb
@@ -342,6 +344,11 @@ def _prometheus(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) ->
 
 
 ARCHIVE_LOOKBACK = "1 day"  # the archive read as a history: as far back as Prometheus
+# The host's earlier bundles within the look-back; parameters: host, start, start.
+_EARLIER = (
+    "SELECT bundle_id FROM bundles WHERE host = ? AND started_at < ? "
+    f"AND started_at >= CAST(? AS TIMESTAMPTZ) - INTERVAL '{ARCHIVE_LOOKBACK}'"
+)
 
 
 def _archive_history(con: duckdb.DuckDBPyConnection, facts: Facts, bundle: dict[str, Any]) -> None:
@@ -349,16 +356,10 @@ def _archive_history(con: duckdb.DuckDBPyConnection, facts: Facts, bundle: dict[
     incidents) are a coarse history: their memory readings go before this bundle's, and
     each process of this bundle is followed through them (same pid, same start time)."""
     args = [bundle["host"], bundle["started_at"], bundle["started_at"]]
-    earlier = (
-        """SELECT bundle_id FROM bundles WHERE host = ? AND started_at < ?
-                 AND started_at >= CAST(? AS TIMESTAMPTZ) - INTERVAL '"""
-        + ARCHIVE_LOOKBACK
-        + "'"
-    )
     if facts.origin.get("memory_used") == "bundle":
         rows = con.execute(
             f"""SELECT t, used_bytes, available_bytes FROM host_memory
-                WHERE bundle_id IN ({earlier}) ORDER BY t""",
+                WHERE bundle_id IN ({_EARLIER}) ORDER BY t""",
             args,
         ).fetchall()
         if len({r[0] for r in rows}) >= 2:
@@ -385,7 +386,7 @@ def _archive_history(con: duckdb.DuckDBPyConnection, facts: Facts, bundle: dict[
                        coalesce(mg.n, 0) > 0 AND coalesce(md.n, 0) = 0
                 FROM bundles b JOIN cards c USING (bundle_id)
                 LEFT JOIN managers mg USING (bundle_id) LEFT JOIN models md USING (bundle_id)
-                WHERE b.bundle_id IN ({earlier}) OR b.bundle_id = ?
+                WHERE b.bundle_id IN ({_EARLIER}) OR b.bundle_id = ?
                 ORDER BY b.started_at""",
             [*args, bundle["bundle_id"]],
         ).fetchall()
@@ -402,7 +403,7 @@ def _archive_history(con: duckdb.DuckDBPyConnection, facts: Facts, bundle: dict[
             FROM processes p JOIN (
                 SELECT pid, name, start_time FROM processes WHERE bundle_id = ?
                 GROUP BY ALL) now USING (pid, name)
-            WHERE (p.bundle_id IN ({earlier}) OR p.bundle_id = ?)
+            WHERE (p.bundle_id IN ({_EARLIER}) OR p.bundle_id = ?)
                 AND p.start_time IS NOT DISTINCT FROM now.start_time
             GROUP BY ALL""",
         [bundle["bundle_id"], *args, bundle["bundle_id"]],
@@ -446,16 +447,7 @@ def _slot_context(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) 
     ).fetchone()
     if row:
         return int(row[0])
-    bundle = facts.bundle
-    earlier = _rows(
-        con,
-        f"""SELECT p.name, p.cmdline FROM processes p JOIN bundles b USING (bundle_id)
-            WHERE b.host = ? AND b.started_at < ?
-                AND b.started_at >= CAST(? AS TIMESTAMPTZ) - INTERVAL '{ARCHIVE_LOOKBACK}'
-            ORDER BY b.started_at DESC""",
-        [bundle["host"], bundle["started_at"], bundle["started_at"]],
-    )
-    for p in [*facts.processes, *earlier]:
+    for p in chain(facts.processes, _earlier_servers(con, facts.bundle)):
         args = list(p["cmdline"] or [])
         if "llama-server" not in " ".join([p["name"] or "", *args[:1]]):
             continue
@@ -463,6 +455,21 @@ def _slot_context(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) 
         if context and slots:
             return context // slots
     return None
+
+
+def _earlier_servers(
+    con: duckdb.DuckDBPyConnection, bundle: dict[str, Any]
+) -> Iterator[dict[str, Any]]:
+    """llama-server's processes in the host's earlier bundles, latest first; read only when
+    this bundle's own processes did not say (the query runs at the first one asked for)."""
+    yield from _rows(
+        con,
+        f"""SELECT p.name, p.cmdline FROM processes p JOIN bundles b USING (bundle_id)
+            WHERE b.bundle_id IN ({_EARLIER})
+                AND (p.name LIKE '%llama-server%' OR p.cmdline[1] LIKE '%llama-server%')
+            ORDER BY b.started_at DESC""",
+        [bundle["host"], bundle["started_at"], bundle["started_at"]],
+    )
 
 
 def _flag(args: list[str], names: tuple[str, ...]) -> int | None:

@@ -2717,13 +2717,14 @@ def _ran_out(f: Facts, j: Judgement) -> None:
     """A stall that ended with the OOM killer taking a process on the whole machine is the
     prelude of exhaustion, not a fault of its own: work slowing while nothing goes down."""
     machine = [t for _, t in _recent_kills(f) if "Memory cgroup out of memory" not in t]
-    if machine or _kills_in_history(f) > 0 or _killed_unseen(f):
+    unseen = _killed_unseen(f)
+    if machine or _kills_in_history(f) > 0 or unseen:
         j.score -= 2
         # How the growth before it ended, as the kill is: a cause with evidence takes it.
         j.ending = True
         j.evidence_against.append(
             "the machine ran out and the OOM killer took a process: the stall was its prelude"
-            if not _killed_unseen(f)
+            if not unseen
             else f"{_window(f).failure.what} outright, not slowly, while macOS pushed memory "
             "out: what its memory killer (jetsam, which logs nothing here) does; the stall "
             "was the prelude"
