@@ -739,6 +739,37 @@ def test_the_same_step_before_the_kernel_killed_ollama_is_still_a_model_kept(tmp
     assert any("the size of a model" in e for e in snu["evidence_for"]), snu
 
 
+def _loaded_on_a_shared_pool(blobs: tuple[str, ...]) -> Builder:
+    """The same step on a GB10 whose NVML lists no process (a shared pool): only Ollama's
+    log says what it loaded over the day, one load line per blob."""
+    n = len(DAY)
+    used = [80 * GIB if i >= n - 24 else 60 * GIB for i in range(n)]
+    b = history(
+        base(trigger=("healthcheck", "gateway", "no answer within 90 s")),
+        {"host_memory_available": plain("node_memory_MemAvailable_bytes",
+                                        [TOTAL - u for u in used])},
+    )  # fmt: skip
+    ps = {"/api/ps": {"models": [{"name": "gemma3:27b", "size": 20 * GIB, "size_vram": 20 * GIB}]}}
+    lines = [OLLAMA_LOAD.format(h=h, blob=blob, ctx=8192) for h, blob in enumerate(blobs, 1)]
+    return b.engines([engine("ollama", "ollama", readings=ps)]).logs(lines)
+
+
+def test_where_the_card_lists_nobody_the_log_loading_one_model_again_is_its_load(tmp_path):
+    """Ollama's log loads the one model three times (unloaded when idle, loaded when asked)
+    and lists only it: a second model kept beside it would have a load line of its own."""
+    result = verdict(tmp_path, _loaded_on_a_shared_pool(("dde5", "dde5", "dde5")))
+    snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert snu["score"] < 3, scores(result)
+    said = "the engine's log loads only sha256-dde5 (3 times)"
+    assert any(said in e and "loaded on demand" in e for e in snu["evidence_against"]), snu
+
+
+def test_where_the_log_loads_a_second_model_the_step_is_still_a_model_kept(tmp_path):
+    result = verdict(tmp_path, _loaded_on_a_shared_pool(("a1b2", "dde5", "dde5")))
+    snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert any("the size of a model" in e for e in snu["evidence_for"]), snu
+
+
 def _loaded_on_demand(last: float) -> Builder:
     """Ollama loads its model when callers come and unloads it when idle: the card stood at
     32 GiB through two spells of the day, 2 GiB between; an hour before the failed load it

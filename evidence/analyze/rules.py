@@ -1723,7 +1723,7 @@ def _engine_holders(f: Facts) -> list[dict[str, Any]]:
 def swap_not_unloaded(f: Facts) -> Judgement:
     j = Judgement()
     loaded = _loaded(f)
-    one_model = False  # a manager lists one model, and the card holds it alone
+    one_model: str | None = None  # what says the manager's one model is alone
     if loaded is None:
         j.missing.append("a model manager's loaded set (llama-swap /running, Ollama /api/ps)")
     if not f.measured("gpu") or not f.gpu_devices:
@@ -1772,7 +1772,10 @@ def swap_not_unloaded(f: Facts) -> Judgement:
         else:
             j.evidence_against.append(f"the model manager and the accelerator agree ({said})")
             # Alone only where the card said who holds it (NVML on a shared pool may not).
-            one_model = count == 1 and len(holders) == 1
+            if count == 1 and len(holders) == 1:
+                one_model = "the manager lists one model and the card holds it alone"
+    if loaded is not None and not f.gpu_processes:
+        one_model = _one_model_in_log(f, loaded)
     overdue = _overdue(f) or _slept_holding(f) or _loaded_beside(f)
     if overdue:
         j.add(3, overdue)
@@ -1788,6 +1791,20 @@ def swap_not_unloaded(f: Facts) -> Judgement:
         if step.verdict and (step.size or 0) > 0:
             j.add(2, f"{memory[1]} stepped up and stayed: {step.why}")
     return j
+
+
+def _one_model_in_log(f: Facts, loaded: dict[str, list[str]]) -> str | None:
+    """Where the card does not say who holds it (NVML on a shared pool lists nobody),
+    Ollama's log says what it loaded: one model's weights, load after load (unloaded when
+    idle, loaded again when asked), and the manager lists no other. A second model kept
+    beside it would have a load line of its own."""
+    weights = {load.model for load in f.loads}
+    if len(weights) != 1 or len(f.loads) < 2 or sum(map(len, loaded.values())) > 1:
+        return None
+    return (
+        f"the engine's log loads only {_blob(weights.pop())} ({len(f.loads)} times) and the "
+        "manager lists no other model"
+    )
 
 
 def _loaded_beside(f: Facts) -> str | None:
@@ -1912,10 +1929,10 @@ def _descendants(f: Facts, roots: set[int]) -> set[int]:
     return found
 
 
-def _step_with_a_server(f: Facts, j: Judgement, one_model: bool) -> None:
+def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
     """A step up the size of a model that stays to the failure, at the moment a second
     server came up: the seeds' decisive coincidence, sized against the machine. Where the
-    manager lists one model and the card holds only it (`one_model`), the step was that
+    manager's one model is known to be alone (`one_model` says how), the step was that
     model loading."""
     w = _window(f)
     came_up = _servers_started(f)
@@ -2048,8 +2065,8 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: bool) -> None:
             # engine lived through the failure (an answer too late) is the list at the
             # capture the one of the hours before: a kill and a restart leave another.
             j.evidence_against.append(
-                f"the {label} stepped up {_gib(size)}, the size of a model, but the manager "
-                "lists one model and the card holds it alone: that model loaded on demand"
+                f"the {label} stepped up {_gib(size)}, the size of a model, but {one_model}: "
+                "that model loaded on demand"
             )
         elif w.failure and size >= BIG_MODEL_SHARE * pool and _loaded(f) is not None:
             j.add(
