@@ -43,6 +43,7 @@ NO_PROMETHEUS = (
 NOT_FAULTS = ("no-fault", "ambiguous", "insufficient-evidence")
 INDEX = "rows.json"  # what evaluate leaves beside its archives, for rejudge
 UPTIME_S = 30 * DAY_S  # the box booted well before its first baseline
+ACCURACY_BAR = 0.95  # issue 12: right on at least 95 % of the generated histories
 BARS = "at least 95 % right, no healthy box called a fault, no failed one called no-fault"
 Progress = Callable[[str], None]
 CORNER = "truth \\ verdict"
@@ -436,7 +437,7 @@ class Figures:
     @property
     def holds(self) -> bool:
         return (
-            self.accuracy >= 0.95
+            self.accuracy >= ACCURACY_BAR
             and not self.healthy_called_fault
             and not self.failed_called_healthy
         )
