@@ -18,7 +18,7 @@ from test_classify import (
     scores,
     verdict,
 )
-from test_statlines import OLLAMA_FAILED, OLLAMA_LOAD, V1
+from test_statlines import OLLAMA_FAILED, OLLAMA_LOAD, REAL_LOG, V1
 
 from lab.builder import Builder, engine, iso
 
@@ -1363,19 +1363,24 @@ def test_a_notebook_that_outgrew_ram_beside_an_idle_engine_is_a_stall(tmp_path):
     assert any("nothing was killed" in e for e in by_fault["host-exhaustion"]["evidence_for"])
 
 
-def _callers_gave_up(stall: float, crashed: str | None = None) -> Builder:
+def _callers_gave_up(
+    stall: float, crashed: str | None = None, tokens: list[int] | None = None
+) -> Builder:
     """A llama-server with two slots and no queue metric. Its log's last 18 requests: 12
     answered, 6 cancelled by their callers before an answer ("cancel task", a warning it
     prints when the client disconnects); the gateway's completion check timed out while
     the server's own /health answered. Memory stalled `stall` % of the time. Or, where
-    the server `crashed` with that line at the end of its log, both checks failed."""
-    lines = []
+    the server `crashed` with that line at the end of its log, both checks failed. With
+    `tokens`, the log keeps the server's start line (512 tokens a slot) and each answered
+    request held that many at its release."""
+    start = [ln for ln in REAL_LOG.read_text().splitlines() if "n_ctx_slot" in ln]
+    lines = start[:1] if tokens else []
     for k in range(12):
         task = 100 + 3 * k
         lines += [
             f"slot launch_slot_: id  {k % 2} | task {task} | processing task",
             f"slot      release: id  {k % 2} | task {task} | stop processing: n_tokens = "
-            "2100, truncated = 0",
+            f"{tokens[k] if tokens else 2100}, truncated = 0",
         ]
         if k % 2:
             lines.append(f"srv  cancel_tasks: cancel task, id_task = {task + 1}")
@@ -1401,6 +1406,31 @@ def test_callers_giving_up_while_the_engine_answered_is_a_queue(tmp_path):
     result = verdict(tmp_path, _callers_gave_up(stall=0.0))
     assert result["verdict"] == "concurrency-overload", scores(result)
     assert "6 of the last 18 requests" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_callers_giving_up_while_each_request_filled_its_slot_is_the_context(tmp_path):
+    """The same callers giving up, each answered request having held nearly all of its
+    slot: every answer took the longest a prompt can, and callers gave up waiting for it."""
+    result = verdict(tmp_path, _callers_gave_up(0.0, tokens=[490, 500, 495, 505] * 3))
+    assert result["verdict"] == "context-creep", scores(result)
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    said = "slot context of 512 (nearly filling it): each request held its slot longer"
+    assert any(said in e for e in queue["evidence_against"]), queue
+
+
+def test_prompts_grown_to_half_the_slot_leave_the_callers_queue_standing(tmp_path):
+    """Longer prompts, but each still half its slot at the most: the slots, not the length,
+    may be what kept callers waiting. The queue is not put down to the context."""
+    grown = [150, 160, 170, 180, 200, 220, 240, 260, 280, 290, 300, 300]
+    result = verdict(tmp_path, _callers_gave_up(0.0, tokens=grown))
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    assert queue["score"] >= 3, scores(result)
+    assert not any("longer context's" in e for e in queue["evidence_against"]), queue
+
+
+def test_callers_giving_up_beside_prompts_of_their_usual_size_is_still_a_queue(tmp_path):
+    result = verdict(tmp_path, _callers_gave_up(0.0, tokens=[200, 210, 190, 205] * 3))
+    assert result["verdict"] == "concurrency-overload", scores(result)
 
 
 def test_callers_giving_up_before_the_engine_ran_out_is_a_queue(tmp_path):

@@ -378,19 +378,13 @@ def _prompts_in_log(f: Facts, j: Judgement) -> None:
     """llama-server logs each request's length against its slot's context: requests growing
     through the log's tail, the last third filling most of the slot, is the conversations
     getting longer."""
-    sizes = [p.tokens for p in f.prompts]
-    if len(sizes) < STATS_UNFAILED:
+    read = _log_prompts(f)
+    if read is None:
         return
-    first, last = _thirds(sizes)
-    slot = f.prompts[-1].slot_context
-    what = "the context each request held went" if f.prompts[-1].at_release else "prompts went"
-    said = (
-        f"the engine's log: {what} from {first:.0f} to {last:.0f} tokens (medians) over "
-        f"its last {len(sizes)} requests, against a slot context of {slot}"
-    )
-    if last > CREEP_OVER_USUAL * first and last >= KV_ROOM * slot:
+    grew, full, said = read
+    if grew:
         j.add(3 if _window(f).failure else 1, said)
-    elif last >= SLOT_NEARLY_FULL * slot and (failure := _window(f).failure):
+    elif full and (failure := _window(f).failure):
         # Long already, if not seen growing: each prompt fills the slot, and reading it
         # takes the longest a prompt can; an answer that did not come in time is that, as
         # is an allocation on the card failing while the slots held the most they hold.
@@ -400,6 +394,25 @@ def _prompts_in_log(f: Facts, j: Judgement) -> None:
         )
     else:
         j.evidence_against.append(said)
+
+
+def _log_prompts(f: Facts) -> tuple[bool, bool, str] | None:
+    """The lengths llama-server's log gives its last requests, against their slot: whether
+    they grew (the last third past CREEP_OVER_USUAL times the first, at least half the
+    slot), whether the last third nearly fills it, and the figures in words. None with too
+    few requests logged."""
+    sizes = [p.tokens for p in f.prompts]
+    if len(sizes) < STATS_UNFAILED:
+        return None
+    first, last = _thirds(sizes)
+    slot = f.prompts[-1].slot_context
+    what = "the context each request held went" if f.prompts[-1].at_release else "prompts went"
+    said = (
+        f"the engine's log: {what} from {first:.0f} to {last:.0f} tokens (medians) over "
+        f"its last {len(sizes)} requests, against a slot context of {slot}"
+    )
+    grew = last > CREEP_OVER_USUAL * first and last >= KV_ROOM * slot
+    return grew, last >= SLOT_NEARLY_FULL * slot, said
 
 
 def _outgrew_slots(f: Facts, j: Judgement) -> None:
@@ -770,17 +783,30 @@ def concurrency_overload(f: Facts) -> Judgement:
             j.evidence_for.append(f"up to {max(running):.0f} requests ran at once")
     if f.lines.get("slot-unavailable"):
         j.add(2, f"the log says a slot was unavailable: {_last(f, 'slot-unavailable')}")
-    lengths = _prompt_lengths(f)
-    if j.score and lengths and lengths[0]:
+    longer = _longer_context(f)
+    if j.score and longer:
         # The same callers resending longer histories hold each slot longer (as many
         # callers, each answer slower: more of them running at once, and a queue): the
         # queue forms behind the conversations' length, not behind more of them.
         j.score = min(j.score - 2, 1)
         j.evidence_against.append(
-            f"the prompts grew longer for answers of the same size ({lengths[1]}): each "
-            "request held its slot longer; the queue is the longer context's"
+            f"{longer}: each request held its slot longer; the queue is the longer context's"
         )
     return j
+
+
+def _longer_context(f: Facts) -> str | None:
+    """The conversations' length said to have grown: the token counters' prompts per answer
+    past any hour before, or llama-server's log of prompts nearly filling their slot (each
+    answer then takes the longest a prompt can; a prompt grown to half of it still leaves
+    the slots, not the length, the likelier limit)."""
+    lengths = _prompt_lengths(f)
+    if lengths and lengths[0]:
+        return f"the prompts grew longer for answers of the same size ({lengths[1]})"
+    read = _log_prompts(f)
+    if read and read[1]:
+        return f"{read[2]} ({'grown to nearly fill' if read[0] else 'nearly filling'} it)"
+    return None
 
 
 _GO_DURATION = re.compile(r"\|\s*\d{3}\s*\|\s*((?:[\d.]+(?:h|ms|µs|us|m|s))+)\s*\|")
