@@ -912,12 +912,13 @@ def test_a_stall_that_ended_in_the_machines_oom_kill_was_its_prelude(tmp_path):
     assert any("prelude" in e for e in stall["evidence_against"]), stall
 
 
-def _scrapes_stopped_before(waiting: int) -> Builder:
-    """vLLM scraped all day with nothing waiting, until its scrapes stopped 90 minutes
-    before the gateway's check timed out (an engine too busy to answer them); its own
-    stats lines, every ten seconds, say `waiting` requests waited with 8 running."""
+def _scrapes_stopped_before(waiting: int, gone: int = 18) -> Builder:
+    """vLLM scraped all day with nothing waiting, until its scrapes stopped `gone` readings
+    (five minutes each: 90 minutes) before the gateway's check timed out (an engine too
+    busy to answer them); its own stats lines, every ten seconds, say `waiting` requests
+    waited with 8 running."""
     n = len(DAY)
-    kept = [0.0] * (n - 18) + [None] * 18
+    kept = [0.0] * (n - gone) + [None] * gone
     b = history(
         base(trigger=("healthcheck", "gateway", "no answer within 90 s")),
         {
@@ -933,6 +934,15 @@ def test_a_queue_the_engine_logged_after_its_scrapes_stopped_is_overload(tmp_pat
     result = verdict(tmp_path, _scrapes_stopped_before(waiting=390))
     assert result["verdict"] == "concurrency-overload", scores(result)
     assert "the engine's stats lines" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_scrapes_that_stopped_forty_minutes_before_did_not_see_the_queue(tmp_path):
+    """The hour before the failure holds readings, but only its first twenty minutes:
+    nothing waited then. The engine's own lines say what waited at the end."""
+    result = verdict(tmp_path, _scrapes_stopped_before(waiting=390, gone=8))
+    assert result["verdict"] == "concurrency-overload", scores(result)
+    said = result["candidates"][0]["evidence_for"][0]
+    assert "the engine's stats lines" in said and "(the scrapes stopped 4" in said, said
 
 
 def test_the_same_gap_with_nothing_waiting_in_its_log_is_no_overload(tmp_path):

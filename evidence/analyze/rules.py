@@ -65,6 +65,7 @@ QUEUE_SHARE_TIMED_OUT = 0.15  # an answer that did not come in time behind this 
 QUEUE_SHARE_UNFAILED = 0.5  # with nothing failed: half the hour, twice the margins
 STATS_QUEUE_SHARE = 0.5  # an engine's stats lines: waiting in half of them is a queue ...
 STATS_UNFAILED = 6  # ... and, with nothing failed, only over a minute of them
+READINGS_GONE_S = 30 * 60.0  # a history ending this long before the failure missed its end
 SLOT_NEARLY_FULL = 0.8  # prompts this share of a slot's context are as long as they get
 KV_ROOM = 0.5  # a cache never past half full in the hour before had room: no creep
 CACHE_FULL = 0.9  # a KV cache this full admits nobody more, however many slots are free
@@ -758,10 +759,13 @@ def concurrency_overload(f: Facts) -> Judgement:
             )
     elif _history(f, "requests_waiting"):
         read = _queue_in_window(f, j)
-        if not read and _window(f).failure and (queue := _queue_in_log(f)):
-            # The scrapes stopped before the failure (an engine too busy to answer them, a
-            # gap): its own log and the capture still say what waited.
-            j.add(3, queue)
+        failure = _window(f).failure
+        # The scrapes stopped before the failure (an engine too busy to answer them, a
+        # gap): its own log and the capture still say what waited. Readings that ended
+        # half an hour before it saw the hour's start only, not the queue at its end.
+        gone = _readings_end_before(f, "requests_waiting")
+        if failure and (not read or (gone and not j.score)) and (queue := _queue_in_log(f)):
+            j.add(3, f"{queue} (the scrapes stopped {gone / 60:.0f} min before)" if gone else queue)
     else:
         waiting = shapes.sustained(f.series["requests_waiting"], above=0, min_fraction=0.25)
         if waiting.verdict:
@@ -943,6 +947,15 @@ def _queue_at_capture(f: Facts) -> str | None:
             f"running, as {f.window.failure.what}"
         )
     return None
+
+
+def _readings_end_before(f: Facts, name: str) -> float:
+    """How long before the failure a history's readings ended, where that is more than
+    READINGS_GONE_S (0 otherwise): the last stretch before it was not seen."""
+    w = _window(f)
+    seen = [t for t, v in w.upto(f.series[name]) if v is not None]
+    gap = w.end - seen[-1] if seen else 0.0
+    return gap if gap > READINGS_GONE_S else 0.0
 
 
 def _queue_in_window(f: Facts, j: Judgement) -> bool:
