@@ -2236,3 +2236,33 @@ def test_a_late_climb_past_a_day_of_small_clicks_is_the_context_not_the_ratchet(
     assert result["verdict"] == "context-creep", scores(result)
     leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
     assert any("most of it came late" in e for e in leak["evidence_against"]), leak
+
+
+def _a_day_round(engine_started_h: float) -> Builder:
+    """A routine snapshot, nothing failed: the host's line stood at 40 GiB where the
+    look-back begins, a day earlier, fell to 24 GiB within the half hour and climbed back
+    to 39 GiB over the day. llama-server started `engine_started_h` hours before the capture."""
+    n = len(DAY)
+    used = [40 * GIB if i < 6 else 24 * GIB + 15 * GIB * max(0, i - 24) / (n - 25)
+            for i in range(n)]  # fmt: skip
+    b = history(base(trigger=("cron", "baseline")), {"host_memory_available": plain(
+        "node_memory_MemAvailable_bytes", [TOTAL - u for u in used])})  # fmt: skip
+    return b.processes([{"pid": 4242, "name": "llama-server", "rss_bytes": 8 * GIB,
+                         "start_time": iso(AT - engine_started_h * 3600)}])  # fmt: skip
+
+
+def test_a_host_line_back_where_it_stood_a_day_earlier_is_the_days_round(tmp_path):
+    """The engine ran a month, through the fall: its memory did not fall, so the climb
+    back is something else's day (a desktop, a job), not a leak."""
+    result = verdict(tmp_path, _a_day_round(engine_started_h=30 * 24))
+    assert result["verdict"] == "no-fault", scores(result)
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert any("a day earlier" in e for e in leak["evidence_against"]), leak
+
+
+def test_the_same_day_after_the_engine_restarted_below_it_is_a_leak(tmp_path):
+    """The engine started after the fall (a restart released what it held): the climb
+    since is its own, whatever the line did a day earlier."""
+    result = verdict(tmp_path, _a_day_round(engine_started_h=20))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert leak["score"] >= 3, scores(result)

@@ -100,6 +100,8 @@ LEAK_STRETCH_S = 2 * 3600.0  # floors per two hours: a burst cannot fill one
 RELEASED = 0.75  # the capture reading under three quarters of the highest floor: given back
 FULL_SHARE = 0.95  # a floor this close to the pool's size has nowhere left to rise
 HEADROOM_EATEN = 0.5  # a rise that ate half the room left, up to memory running out
+DAY_ROUND_S = 20 * 3600.0  # a look-back this long begins at about the same hours the day before
+DAY_ROUND_START_S = 15 * 60.0  # where the look-back begins: its first quarter hour
 ENGINE_HELD = 0.5  # engines holding under half a rise another process holds did not leak it
 LEAK_MIN_RISES = 0.7  # most steps between successive floors go up
 LEAK_MOST_FALLS = 0.3  # ... or, where the pool ran out, few go down (a ratchet holds)
@@ -1258,7 +1260,11 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
                 "card's own floors: models loaded into the shared pool"
             )
             return
-        elsewhere = name == "memory_used" and onset is not None and _held_elsewhere(f, levels)
+        elsewhere = (
+            name == "memory_used"
+            and onset is not None
+            and (_held_elsewhere(f, levels) or _a_day_round(f, upto, levels[-1]))
+        )
         if elsewhere:
             j.evidence_against.append(elsewhere)
             return
@@ -1393,6 +1399,28 @@ def _held_elsewhere(f: Facts, levels: list[float]) -> str | None:
         f"the engines hold {_gib(held)} at the capture and {other} {_gib(most)}, of the "
         f"{_gib(rise)} the floor rose and still held: another process's growth, not the "
         "engine's"
+    )
+
+
+def _a_day_round(f: Facts, series: shapes.Series, now: float) -> str | None:
+    """Nothing failed, and a day earlier, where the look-back begins, the host's line stood
+    where its floor stands now; it fell in between while every engine ran on (each started
+    before the fall). The engines' memory does not fall while they run: the rise is the
+    day's round of something else (a desktop, a job), not a leak piling up."""
+    pts = [(t, v) for t, v in series if v is not None]
+    if _window(f).failure or not pts or pts[-1][0] - pts[0][0] < DAY_ROUND_S:
+        return None
+    first = [v for t, v in pts if t < pts[0][0] + DAY_ROUND_START_S]
+    fell_at, low = min(pts, key=lambda p: p[1])
+    engines = [p for p in f.processes if is_engine(p["name"] or "")]
+    if _median(first) < now or not engines or any(p["started"] is None for p in engines):
+        return None
+    if any(p["started"] > fell_at for p in engines):
+        return None  # an engine restarted since: the fall may be its release
+    return (
+        f"the host's line stood at {_gib(_median(first))} a day earlier, fell to {_gib(low)} "
+        f"{_at(f, fell_at)} while the engines ran on, and rose back: the day's round of "
+        "something else, not the engine's memory piling up"
     )
 
 
