@@ -1410,15 +1410,15 @@ def _a_day_round(f: Facts, series: shapes.Series, now: float) -> str | None:
     pts = [(t, v) for t, v in series if v is not None]
     if _window(f).failure or not pts or pts[-1][0] - pts[0][0] < DAY_ROUND_S:
         return None
-    first = [v for t, v in pts if t < pts[0][0] + DAY_ROUND_START_S]
+    before = _median([v for t, v in pts if t < pts[0][0] + DAY_ROUND_START_S])
     fell_at, low = min(pts, key=lambda p: p[1])
     engines = [p for p in f.processes if is_engine(p["name"] or "")]
-    if _median(first) < now or not engines or any(p["started"] is None for p in engines):
+    if before < now or not engines or any(p["started"] is None for p in engines):
         return None
     if any(p["started"] > fell_at for p in engines):
         return None  # an engine restarted since: the fall may be its release
     return (
-        f"the host's line stood at {_gib(_median(first))} a day earlier, fell to {_gib(low)} "
+        f"the host's line stood at {_gib(before)} a day earlier, fell to {_gib(low)} "
         f"{_at(f, fell_at)} while the engines ran on, and rose back: the day's round of "
         "something else, not the engine's memory piling up"
     )

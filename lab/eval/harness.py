@@ -44,7 +44,10 @@ NOT_FAULTS = ("no-fault", "ambiguous", "insufficient-evidence")
 INDEX = "rows.json"  # what evaluate leaves beside its archives, for rejudge
 UPTIME_S = 30 * DAY_S  # the box booted well before its first baseline
 ACCURACY_BAR = 0.95  # issue 12: right on at least 95 % of the generated histories
-BARS = "at least 95 % right, no healthy box called a fault, no failed one called no-fault"
+BARS = (
+    f"at least {ACCURACY_BAR * 100:.0f} % right, no healthy box called a fault, no failed one "
+    "called no-fault"
+)
 Progress = Callable[[str], None]
 CORNER = "truth \\ verdict"
 
