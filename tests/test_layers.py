@@ -20,9 +20,11 @@ ALLOWED = {
     "archive": {"archive"},
     "schemas": {"schemas"},
     "capture": {"capture", "archive", "schemas"},
+    # The recorder runs the collector's own probes; the collector never imports it.
+    "record": {"record", "capture", "archive", "schemas"},
     "analyze": {"analyze", "archive", "schemas"},
     "reports": {"reports"},
-    "cli": {"cli", "archive", "schemas", "capture", "analyze", "reports"},
+    "cli": {"cli", "archive", "schemas", "capture", "record", "analyze", "reports"},
 }
 # What evidence.cli may import only inside a command, never at the top of a module.
 LAZY_IN_CLI = {"analyze", "reports"}

@@ -11,6 +11,7 @@ hand-written examples.
 import copy
 import hashlib
 import json
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -54,6 +55,8 @@ BUNDLE_FILES = (
     "engines.samples.jsonl",
     "prometheus.json",
     "health.json",
+    "recorder.json",
+    "memory.history.jsonl",
 )
 # A tqdm-style progress bar (one line rewritten with \r) and a byte that is not UTF-8.
 LOG_BYTES = (
@@ -81,9 +84,22 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
         f"[[logs]]\npath = {json.dumps(str(log))}\n\n[[logs]]\nunit = {json.dumps(MISSING_UNIT)}\n"
     )
     archive = work / "archive"
-    done = run_evidence(
-        "capture", "--archive", str(archive), "--window", "2", "--config", str(config)
+    # The resident recorder first, so that the bundle holds its history files too.
+    recorder = subprocess.Popen(
+        [EVIDENCE, "record", "--quiet", "--archive", str(archive), "--ring-size", "1"]
     )
+    try:
+        until = time.monotonic() + 30
+        while not (archive / "recorder.sock").exists():
+            assert recorder.poll() is None and time.monotonic() < until, "no recorder"
+            time.sleep(0.05)
+        time.sleep(1.5)
+        done = run_evidence(
+            "capture", "--archive", str(archive), "--window", "2", "--config", str(config)
+        )
+    finally:
+        recorder.terminate()
+        recorder.wait(30)
     assert done.returncode == 0, f"capture exited {done.returncode}:\n{done.stderr}"
     hosts = list((archive / "bundles").iterdir())
     assert len(hosts) == 1, hosts
@@ -108,7 +124,7 @@ def first_records(bundle: Path) -> dict[str, Any]:
 
 def test_every_bundle_file_has_a_schema():
     present = sorted(p.name for p in SCHEMA_DIR.glob("*.schema.json"))
-    assert present == sorted(schema_path(name).name for name in BUNDLE_FILES)
+    assert present == sorted({schema_path(name).name for name in BUNDLE_FILES})
 
 
 @pytest.mark.parametrize("path", sorted(SCHEMA_DIR.glob("*.schema.json")), ids=lambda p: p.name)

@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import EVIDENCE, bundles, manifest, need
+from conftest import EVIDENCE, bundles, manifest, need, run_evidence
 
 from evidence.capture.units import (
     BASELINE_SERVICE,
@@ -25,9 +25,11 @@ from evidence.capture.units import (
     CHECK_TIMER,
     PRUNE_SERVICE,
     PRUNE_TIMER,
+    RECORD_SERVICE,
     SERVE_SERVICE,
     UNIT_NAMES,
     UnitConflict,
+    cron_lines,
     install,
     quote,
     unit_files,
@@ -133,7 +135,9 @@ def test_every_unit_is_generated_and_names_the_absolute_command():
         if name.endswith(".service"):
             assert exec_start(text).startswith("/opt/evidence/.venv/bin/evidence "), name
             assert "User=root" in text and "MemoryMax=256M" in text, name
-            assert "OOMScoreAdjust=-500" in text, name  # protected, never killed first
+            # Protected, never killed first; the recorder, there through it all, most.
+            adjust = "-900" if name == RECORD_SERVICE else "-500"
+            assert f"OOMScoreAdjust={adjust}" in text, name
         assert "Documentation=" not in text
     for timer in (BASELINE_TIMER, CHECK_TIMER, PRUNE_TIMER):
         assert timer.replace(".timer", ".service") in files  # what the timer starts
@@ -172,6 +176,46 @@ def test_timers_and_the_commands_they_start():
     # Above the capture's own bound (window + 3 s) with room for the lock wait.
     timeout = re.search(r"^TimeoutStartSec=(\d+)s$", files[CAPTURE_TEMPLATE], re.M)
     assert timeout and int(timeout[1]) > 30 + 3 + 10
+
+
+def test_the_recorder_unit_is_protected_and_runs_a_recorder_the_real_command_accepts(tmp_path):
+    archive = tmp_path / "archive"
+    files = unit_files(EVIDENCE, archive=str(archive))
+    unit = files[RECORD_SERVICE].splitlines()
+    for line in ("MemoryMin=64M", "OOMScoreAdjust=-900", "Restart=always", "KillMode=mixed"):
+        assert line in unit
+    assert any(x.startswith("CPUQuota=") for x in unit) and any(x.startswith("Nice=") for x in unit)
+    assert "WantedBy=multi-user.target" in unit
+    argv = systemd_argv(exec_start(files[RECORD_SERVICE]), {}, {})
+    assert argv[1:3] == ["record", "--quiet"]
+    done = subprocess.run([*argv, "--for", "0.5", "--ring-size", "1"], cwd="/",
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (archive / "recorder.ring").stat().st_size == 2**20
+
+
+def test_the_cron_lines_start_the_recorder_at_boot_and_run_as_the_units_do(tmp_path):
+    archive = tmp_path / "an archive"
+    lines = [x for x in cron_lines(EVIDENCE, str(archive)).splitlines() if not x.startswith("#")]
+    schedules = {x.split(" root ")[0]: shlex.split(x.split(" root ", 1)[1]) for x in lines}
+    assert set(schedules) == {"@reboot", "*/10 * * * *", "* * * * *", "45 * * * *"}
+    reboot = schedules["@reboot"]
+    assert reboot[:3] == [EVIDENCE, "record", "--quiet"] and reboot[-2:] == [
+        "--archive",
+        str(archive),
+    ]
+    done = subprocess.run([*reboot, "--for", "0.5", "--ring-size", "1"], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert schedules["*/10 * * * *"][1:6] == [
+        "capture",
+        "--window",
+        "0",
+        "--trigger",
+        "cron:baseline",
+    ]
+    done = run_evidence("units", "--cron", "--archive", str(archive))
+    assert done.returncode == 0 and done.stdout == cron_lines(EVIDENCE, str(archive))
 
 
 def test_the_prune_timer_runs_a_prune_the_real_command_accepts(tmp_path):

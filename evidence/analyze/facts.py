@@ -249,6 +249,7 @@ def derive(con: duckdb.DuckDBPyConnection, bundle_id: str) -> Facts:
     )
     facts.previous = previous[0] if previous else None
     _archive_history(con, facts, bundle)
+    _name_recorder(con, facts, bundle)
     failure = locate(facts)
     captured = bundle["started_at"].timestamp() + (bundle["window_s"] or 0.0)
     facts.window = Window(
@@ -419,6 +420,28 @@ def _archive_history(con: duckdb.DuckDBPyConnection, facts: Facts, bundle: dict[
             facts.process_history[key] = sorted(
                 facts.process_history[key] + [(_ts(t), v) for t, v in points]
             )
+
+
+def _name_recorder(con: duckdb.DuckDBPyConnection, facts: Facts, bundle: dict[str, Any]) -> None:
+    """The readings the resident recorder kept from before the capture are named as its in
+    every series they are part of: "points from recorder (3600 readings) and bundle"."""
+    if not facts.measured("recorder"):
+        return
+    (first,) = con.execute(
+        "SELECT epoch(min(t)) FROM samples WHERE bundle_id = ?", [bundle["bundle_id"]]
+    ).fetchone()
+    started = bundle["started_at"].timestamp()
+    if first is None or first >= started:
+        return
+    for name, points in facts.series.items():
+        origin = facts.origin.get(name, "")
+        if not origin.endswith(("bundle", "engines")):
+            continue
+        kept = sum(1 for t, v in points if first <= t < started and v is not None)
+        if kept:
+            head, _, own = origin.rpartition(" and ")
+            recorded = f"recorder ({kept} readings) and {own or origin}"
+            facts.origin[name] = f"{head} and {recorded}" if head else recorded
 
 
 def _darwin_available(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) -> None:

@@ -95,8 +95,23 @@ _SQL_SERIES: tuple[tuple[str, str, str], ...] = (
 )
 
 
+# The recorder's history (<source>.history.jsonl) holds the same lines as the window's
+# samples, from the hour before: the same rows, earlier.
+_SQL_SERIES += tuple(
+    (name.replace(".samples.", ".history."), columns, statement)
+    for name, columns, statement in _SQL_SERIES
+    if ".samples." in name
+)
+
 # Files DuckDB reads itself: their parsed records need not be kept once validated.
 SQL_FILES = frozenset(name for name, _, _ in _SQL_SERIES)
+
+
+def _lines(b: "Loaded", source: str) -> list[Any]:
+    """A source's sample lines, the recorder's history of it first."""
+    return b.records.get(f"{source}.history.jsonl", []) + b.records.get(
+        f"{source}.samples.jsonl", []
+    )
 
 
 def load(con: duckdb.DuckDBPyConnection, batch: list[Loaded], ingested_at: str) -> None:
@@ -255,9 +270,7 @@ def _psi(
 
 def _pressure(b: Loaded, key: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     frozen = b.record("pressure.json")
-    lines = ([{"t": frozen["collected_at"], **frozen}] if frozen else []) + b.records.get(
-        "pressure.samples.jsonl", []
-    )
+    lines = ([{"t": frozen["collected_at"], **frozen}] if frozen else []) + _lines(b, "pressure")
     for line in lines:
         yield from _psi(key, line["t"], line["system"], "psi", {})
         for group in line["cgroups"]:
@@ -326,7 +339,7 @@ def _gpu(b: Loaded, key: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]
                         **{k: p.get(k) for k in ("pid", "type", "used_bytes", "name", "cmdline")},
                     },
                 )
-    for line in b.records.get("gpu.samples.jsonl", []):
+    for line in _lines(b, "gpu"):
         for d in (line.get("nvidia") or {}).get("devices", []):
             labels = {"vendor": "nvidia", "index": str(d["index"])}
             for gauge, unit in _GPU_GAUGES:
@@ -421,7 +434,7 @@ def _engines(b: Loaded, key: dict[str, Any]) -> Iterator[tuple[str, dict[str, An
                     },
                 )
             yield from _engine_metrics(key, t, e, path, endpoint)
-    for line in b.records.get("engines.samples.jsonl", []):
+    for line in _lines(b, "engines"):
         for e in line["engines"]:
             for path, endpoint in e["endpoints"].items():
                 yield from _engine_metrics(key, line["t"], e, path, endpoint)

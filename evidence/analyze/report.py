@@ -182,9 +182,12 @@ def report(con: duckdb.DuckDBPyConnection, bundle_id: str) -> dict[str, Any]:
         "SELECT started_at, fired_at FROM bundles WHERE bundle_id = ?", [bundle_id]
     ).fetchone()
     comparison = compare(con, bundle_id, "auto")
+    (first,) = con.execute("SELECT min(t) FROM samples WHERE bundle_id = ?", [bundle_id]).fetchone()
     return {
         "bundle_id": bundle_id,
         "trigger_at": (fired or started).timestamp(),
+        # Where the recorder's history (samples from before the capture began) ends.
+        "recorded_until": started.timestamp() if first is not None and first < started else None,
         "result": classify(con, bundle_id),
         "comparison": comparison,
         "window": window_charts(con, bundle_id),

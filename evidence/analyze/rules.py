@@ -2356,7 +2356,8 @@ def host_exhaustion(f: Facts) -> Judgement:
             # Read in this capture, a reading an operator calls alarming on its own: the
             # machine is out, whatever else was or was not measured. An earlier bundle's
             # (another boot, perhaps) is a note.
-            now = f.origin.get("available") == "bundle"
+            origin = f.origin.get("available", "")
+            now = origin.endswith("bundle") and "archive" not in origin
             j.add(
                 3 if now else 2, f"available memory fell to {_gib(low)} of {_gib(f.memory_total)}"
             )

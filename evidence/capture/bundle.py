@@ -2,6 +2,8 @@
 
 Invariants:
 - Every record passes redact.scrub before it is serialised; nothing else writes bundle files.
+  The one exception is the recorder's history, scrubbed by the same function before it
+  reached the recorder's ring, and written as it came (write_scrubbed).
 - Files are created 0600 with O_EXCL inside the (hidden, 0700) bundle directory.
 - Each file has a priority. When the disk fills, a write evicts already-written files of
   lower priority (logs first) to make room, and every eviction or refusal is listed in
@@ -63,6 +65,11 @@ class BundleWriter:
     def append_jsonl(self, name: str, record: Any, probe: str, priority: int) -> bool:
         """Append one record as a JSON line. False if the file was dropped for space."""
         return self._put(name, orjson.dumps(scrub(record)) + b"\n", probe, priority)
+
+    def write_scrubbed(self, name: str, data: bytes, probe: str, priority: int) -> bool:
+        """Write one whole file of bytes already scrubbed at their source. False if the disk
+        could not hold it."""
+        return self._put(name, data, probe, priority)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         """Replace manifest.json atomically, evicting anything else if the disk is full.

@@ -80,6 +80,23 @@ class CaptureLimits:
 
 
 @dataclass(frozen=True)
+class RecorderSettings:
+    """The resident recorder (`evidence record`): its ring, its pace, what makes it capture."""
+
+    ring_bytes: int = 64 * 2**20
+    history_s: int = 3600  # what a capture takes from the ring
+    host_interval_s: float = 1.0  # memory, vmstat, pressure
+    process_interval_s: float = 5.0  # the top processes, the GPU
+    engine_interval_s: float = 10.0
+    # It captures by itself when memory PSI (some, avg10) stays above psi_pct for psi_for_s,
+    # when available memory falls under available_share of the total, when the OOM-kill
+    # counter moves, and when an engine that answered stops answering.
+    psi_pct: float = 20.0
+    psi_for_s: int = 30
+    available_share: float = 0.05
+
+
+@dataclass(frozen=True)
 class Config:
     source: str | None = None
     archive: str | None = None
@@ -91,6 +108,7 @@ class Config:
     logs: tuple[LogSource, ...] = ()
     checks: tuple[Check, ...] = ()
     limits: CaptureLimits = field(default_factory=CaptureLimits)
+    recorder: RecorderSettings = field(default_factory=RecorderSettings)
 
     def log_sources(self) -> list[LogSource]:
         """Configured logs plus the journald units and containers named by engines."""
@@ -234,7 +252,9 @@ class _Table:
 def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
     """Validate a parsed TOML document; raises ConfigError naming the first bad key."""
     top = _Table(
-        data, "", {"archive", "window_s", "prometheus", "engines", "logs", "checks", "capture"}
+        data,
+        "",
+        {"archive", "window_s", "prometheus", "engines", "logs", "checks", "capture", "recorder"},
     )
     prometheus = _Table(data.get("prometheus", {}), "prometheus", {"url", "lookback", "queries"})
     queries = prometheus.data.get("queries", {})
@@ -267,6 +287,7 @@ def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
         top_n=int(capture.number("top_n", defaults.top_n, 1, 1000)),
         min_interval_s=capture.duration("min_interval", defaults.min_interval_s),
     )
+    recorder = _recorder(_Table(data.get("recorder", {}), "recorder", set(_RECORDER_KEYS)))
 
     engines = []
     for item, where in top.tables("engines"):
@@ -353,4 +374,31 @@ def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
         logs=tuple(logs),
         checks=tuple(checks),
         limits=limits,
+        recorder=recorder,
+    )
+
+
+_RECORDER_KEYS = (
+    "ring_size",
+    "history",
+    "host_interval_s",
+    "process_interval_s",
+    "engine_interval_s",
+    "psi_pct",
+    "psi_for",
+    "available_share",
+)
+
+
+def _recorder(t: _Table) -> RecorderSettings:
+    d = RecorderSettings()
+    return RecorderSettings(
+        ring_bytes=int(t.number("ring_size", d.ring_bytes, 2**20, 2**40)),
+        history_s=t.duration("history", d.history_s),
+        host_interval_s=t.number("host_interval_s", d.host_interval_s, 0.1, 60),
+        process_interval_s=t.number("process_interval_s", d.process_interval_s, 0.1, 600),
+        engine_interval_s=t.number("engine_interval_s", d.engine_interval_s, 1, 600),
+        psi_pct=t.number("psi_pct", d.psi_pct, 0, 100),
+        psi_for_s=t.duration("psi_for", d.psi_for_s),
+        available_share=t.number("available_share", d.available_share, 0, 1),
     )

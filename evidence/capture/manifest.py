@@ -23,7 +23,7 @@ from evidence.archive.layout import partial_path
 from evidence.capture.bundle import INCOMPLETE, MANIFEST, BundleWriter, fsync_dir
 from evidence.schemas import SCHEMA_VERSION
 
-TRIGGER_KINDS = ("manual", "cron", "healthcheck", "alert", "systemd", "hook")
+TRIGGER_KINDS = ("manual", "cron", "healthcheck", "alert", "systemd", "hook", "recorder")
 
 
 def new_manifest(

@@ -322,7 +322,13 @@ class Capture:
         process_started: float,
     ) -> list[Probe]:
         cost = _Cost()
-        ctx = Context(config=self.config, started=started, health=self.health)
+        ctx = Context(
+            config=self.config,
+            started=started,
+            health=self.health,
+            root=self.root,
+            trigger=self.trigger.kind,
+        )
         probes = [cls(ctx) for cls in self.probe_classes]
         workers = {p.name: Worker(p.name) for p in probes}
         try:
@@ -446,6 +452,9 @@ class Capture:
             fname = f"{probe.name}.json"
             record = {"probe": probe.name, "collected_at": iso(time.time()), **reading.record}
             if writer.write_json(fname, record, probe.name, probe.priority):
+                files.append(fname)
+        for fname, data in reading.files:
+            if writer.write_scrubbed(fname, data, probe.name, probe.priority - 50):
                 files.append(fname)
         manifest["probes"][probe.name] = {
             "status": reading.status,

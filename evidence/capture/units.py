@@ -1,5 +1,6 @@
 """systemd units that start the collector: the OnFailure= capture, the baseline and check
-timers, the webhook receiver, and the prune timer that keeps the archive bounded.
+timers, the webhook receiver, the prune timer that keeps the archive bounded, and the
+resident recorder; and the cron lines that do the same on a box without systemd.
 
 Invariants:
 - Stdlib only: the collector imports this module, and must never load duckdb or jinja2.
@@ -15,6 +16,7 @@ Invariants:
 import math
 import os
 import re
+import shlex
 from pathlib import Path
 
 from evidence.capture.config import MAX_WINDOW_S
@@ -27,6 +29,7 @@ CHECK_TIMER = "evidence-check.timer"
 SERVE_SERVICE = "evidence-serve.service"
 PRUNE_SERVICE = "evidence-prune.service"
 PRUNE_TIMER = "evidence-prune.timer"
+RECORD_SERVICE = "evidence-record.service"
 UNIT_NAMES = (
     CAPTURE_TEMPLATE,
     BASELINE_SERVICE,
@@ -35,6 +38,7 @@ UNIT_NAMES = (
     CHECK_TIMER,
     SERVE_SERVICE,
     PRUNE_SERVICE,
+    RECORD_SERVICE,
     PRUNE_TIMER,
 )
 
@@ -72,6 +76,25 @@ MemoryMax=256M
 OOMScoreAdjust=-500
 ManagedOOMPreference=avoid
 # Writes nothing but the archive, private, and no bytecode caches beside the code.
+UMask=0077
+Environment=PYTHONDONTWRITEBYTECODE=1"""
+
+# The recorder runs all the time, through the failures it records: it is protected rather
+# than merely bounded.
+_RECORDER_BOUNDS = """\
+# Its working set (about 40 MB) and the ring's recent pages are never reclaimed for others:
+# under pressure it must not page itself back in from the disk it is recording.
+MemoryMin=64M
+MemoryMax=256M
+# Killed next to last: -900, not -1000, so an OOM inside its own ceiling can still end it.
+OOMScoreAdjust=-900
+ManagedOOMPreference=avoid
+# Gentle on the CPU. The quota holds the captures it starts too (they run in its control
+# group), so it is what a capture needs, not what the recorder needs (about 1 %).
+Nice=5
+CPUQuota=50%
+IOSchedulingClass=best-effort
+IOSchedulingPriority=7
 UMask=0077
 Environment=PYTHONDONTWRITEBYTECODE=1"""
 
@@ -267,6 +290,27 @@ def unit_files(
                 _BOUNDS,
             ]
         ),
+        RECORD_SERVICE: _unit(
+            [
+                "[Unit]",
+                "Description=evidence: the resident recorder (the hour before every capture)",
+                "",
+                "[Service]",
+                "Type=exec",
+                "User=root",
+                run("record", "--quiet"),
+                "# It starts captures itself; it restarts nothing but itself.",
+                "Restart=always",
+                "RestartSec=5s",
+                "# Its own captures run in its control group: let a running one finish.",
+                "KillMode=mixed",
+                f"TimeoutStopSec={capture_timeout}s",
+                _RECORDER_BOUNDS,
+                "",
+                "[Install]",
+                "WantedBy=multi-user.target",
+            ]
+        ),
         PRUNE_TIMER: _unit(
             [
                 "[Unit]",
@@ -284,6 +328,26 @@ def unit_files(
             ]
         ),
     }
+
+
+def cron_lines(evidence: str, archive: str | None = None, config: str | None = None) -> str:
+    """/etc/cron.d lines for a box without systemd: the recorder at boot, a baseline every
+    10 minutes, the checks every minute and prune every hour, as the units do."""
+    common = ""
+    if archive is not None:
+        common += f" --archive {shlex.quote(_absolute(archive))}"
+    if config is not None:
+        common += f" --config {shlex.quote(_absolute(config))}"
+    run = shlex.quote(os.path.normpath(evidence))
+    lines = [
+        "# /etc/cron.d/evidence: what the systemd units do, for a box without systemd.",
+        "# cron starts the recorder once, at boot; nothing restarts it if it dies.",
+        f"@reboot root {run} record --quiet{common}",
+        f"*/10 * * * * root {run} capture --window 0 --trigger cron:baseline --quiet{common}",
+        f"* * * * * root {run} check{common}",
+        f"45 * * * * root {run} prune --keep-days {KEEP_DAYS} --max-size {MAX_SIZE}{common}",
+    ]
+    return "\n".join(line.replace("%", "\\%") for line in lines) + "\n"
 
 
 def install(directory: Path, files: dict[str, str], force: bool = False) -> list[Path]:

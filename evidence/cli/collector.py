@@ -493,12 +493,18 @@ def keep(bundle: str, reason: str, archive: str | None, config_path: str | None)
     help="Write the units into DIR (e.g. /etc/systemd/system) instead of printing them.",
 )
 @click.option("--force", is_flag=True, help="With --install: replace units that differ.")
+@click.option(
+    "--cron",
+    is_flag=True,
+    help="Print the /etc/cron.d lines that do the same on a box without systemd instead.",
+)
 @click.option("--listen", default="127.0.0.1:9095", show_default=True, help="For serve's unit.")
 @click.option("--token-file", metavar="FILE", help="For serve's unit: the bearer token's file.")
 @archive_options
 def units(
     directory: Path | None,
     force: bool,
+    cron: bool,
     listen: str,
     token_file: str | None,
     archive: str | None,
@@ -511,16 +517,20 @@ def units(
     .timer (a snapshot every 10 minutes), evidence-check.service and .timer (the health
     checks every minute), evidence-serve.service (the Alertmanager receiver) and
     evidence-prune.service and .timer (an hourly `evidence prune`: without it the
-    baselines fill the disk). They run this very `evidence`, with --archive and --config
-    passed on. Then: systemctl daemon-reload; systemctl enable --now
-    evidence-baseline.timer evidence-check.timer evidence-serve.service
-    evidence-prune.timer
+    baselines fill the disk), and evidence-record.service (the resident recorder, whose
+    last hour every capture takes). They run this very `evidence`, with --archive and
+    --config passed on. Then: systemctl daemon-reload; systemctl enable --now
+    evidence-record.service evidence-baseline.timer evidence-check.timer
+    evidence-serve.service evidence-prune.timer
     """
-    from evidence.capture.units import UnitConflict, install, unit_files
+    from evidence.capture.units import UnitConflict, cron_lines, install, unit_files
 
     config = config_of(config_path)
     evidence = str(Path(sys.argv[0]).resolve()) if os.path.isabs(sys.argv[0]) else None
     evidence = evidence or shutil.which("evidence") or sys.argv[0]
+    if cron:
+        click.echo(cron_lines(str(Path(evidence).absolute()), archive, config_path), nl=False)
+        return
     timeouts = [c.timeout_s for c in config.checks] or [60.0]
     try:
         files = unit_files(

@@ -32,7 +32,7 @@ EXITS = {
     Exit.USAGE: "bad usage or bad configuration (one line names the key); a query DuckDB "
     "refused; a bundle the archive does not hold; an analyst command without the analyst "
     "installed",
-    Exit.BUSY: "another capture, ingest or prune holds the archive; nothing was done",
+    Exit.BUSY: "another capture, ingest, prune or recorder holds the archive; nothing was done",
     Exit.UNWRITABLE: "the archive cannot be written where the command must write "
     "(permissions, not a directory, a read-only or full disk)",
     Exit.INCOMPLETE: "the bundle was sealed but is not complete: some evidence was dropped "

@@ -20,18 +20,24 @@ _ENV.filters["figure"] = figure
 _ENV.filters["verdict_line"] = verdict_line
 
 
-def _svg(chart: dict[str, Any], trigger_at: float) -> Markup:
+def _svg(chart: dict[str, Any], trigger_at: float, recorded_until: float | None) -> Markup:
     # charts.py escapes every text it draws, so its SVG goes in as markup.
     if chart["reason"]:
         return Markup(not_measured(chart["title"], chart["reason"]))
-    mark = datetime.fromtimestamp(trigger_at, UTC).strftime("trigger %H:%M:%SZ")
+    markers = [
+        Marker(trigger_at, datetime.fromtimestamp(trigger_at, UTC).strftime("trigger %H:%M:%SZ"))
+    ]
+    if recorded_until is not None:
+        # Left of it the resident recorder's readings, right of it the capture's own.
+        markers.append(Marker(recorded_until, "recorder | capture"))
     lines = [Line(x["label"], x["points"]) for x in chart["lines"]]
-    return Markup(line_chart(chart["title"], lines, chart["unit"], [Marker(trigger_at, mark)]))
+    return Markup(line_chart(chart["title"], lines, chart["unit"], markers))
 
 
 def report_page(data: dict[str, Any]) -> str:
     graphs = {
-        span: [_svg(c, data["trigger_at"]) for c in data[span]] for span in ("window", "lookback")
+        "window": [_svg(c, data["trigger_at"], data["recorded_until"]) for c in data["window"]],
+        "lookback": [_svg(c, data["trigger_at"], None) for c in data["lookback"]],
     }
     return _ENV.get_template("report.html.j2").render(d=data, graphs=graphs)
 

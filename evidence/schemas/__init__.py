@@ -11,8 +11,11 @@ SCHEMA_VERSION = 1
 
 
 def schema_path(record_file: str) -> Path:
-    """The schema that governs a bundle file: memory.samples.jsonl -> memory.samples.schema.json."""
+    """The schema that governs a bundle file: memory.samples.jsonl -> memory.samples.schema.json.
+    The recorder's history is the same readings from before: memory.history.jsonl too."""
     stem = record_file.removesuffix(".jsonl").removesuffix(".json")
+    if stem.endswith(".history"):
+        stem = stem.removesuffix(".history") + ".samples"
     return SCHEMA_DIR / f"{stem}.schema.json"
 
 

@@ -22,6 +22,7 @@ from evidence.capture.config import Config
 STATUSES = ("ok", "absent", "unsupported", "denied", "timeout", "error", "skipped")
 MODULES = (
     "health",
+    "recorder",
     "gpu",
     "processes",
     "engines",
@@ -42,6 +43,8 @@ class Reading:
     status: str = "ok"
     reason: str | None = None
     record: dict[str, Any] | None = None
+    # Whole files a probe brings beside its record (the recorder's history), by name.
+    files: list[tuple[str, bytes]] = field(default_factory=list)
 
 
 @dataclass
@@ -56,6 +59,8 @@ class Context:
     config: Config
     started: float
     health: list[dict[str, Any]] | None = None  # the checks that failed, when they triggered us
+    root: Path | None = None  # the archive the bundle goes to
+    trigger: str = "manual"  # the trigger's kind
     shared: dict[str, Any] = field(default_factory=dict)
     proc: Path = Path("/proc")
     sys: Path = Path("/sys")

@@ -1,0 +1,95 @@
+"""Each source the recorder samples: one of the collector's probes, on its own worker
+thread and at its own pace, with what an operator asks of it (is it current?).
+
+A probe's first read (its freeze) sets it up (the NVML session, the engines found); then
+its sample runs every interval. A call that has not returned after STALE_AFTER intervals
+makes the source stale, said so in every capture, while the others go on: the worker is
+the only thing waiting on it, and nothing is queued behind it.
+"""
+
+import time
+from typing import Any
+
+from evidence.archive.clock import iso
+from evidence.capture.probes import Probe, Reading
+from evidence.capture.runner import Call, Worker
+
+STALE_AFTER = 3  # intervals without an answer
+STALE_MIN_S = 5.0
+
+
+class Source:
+    def __init__(self, probe: Probe, interval_s: float):
+        self.probe, self.interval_s = probe, interval_s
+        self.name = probe.name
+        self.worker = Worker(f"record-{probe.name}")
+        self.status, self.reason = "starting", "its first read has not returned"
+        self.last_at: float | None = None  # the time of the last reading kept
+        self.readings = 0
+        self.errors = 0
+        self._ready = False
+        self._due = 0.0
+        self._call: Call | None = self._start(probe.freeze, probe.timeout_s)
+
+    def _start(self, fn: Any, timeout_s: float) -> Call:
+        self.probe.deadline = time.monotonic() + timeout_s
+        return self.worker.submit(fn)
+
+    @property
+    def stale_after_s(self) -> float:
+        return max(STALE_MIN_S, STALE_AFTER * self.interval_s)
+
+    def tick(self, now: float) -> tuple[float, dict[str, Any]] | None:
+        """Advance the source; a finished sample as (its time, its record), else None."""
+        got = None
+        call = self._call
+        if call is not None:
+            if not call.done:
+                if call.elapsed > self.stale_after_s and self.status != "stale":
+                    self.status = "stale"
+                    self.reason = f"no answer since {iso(call.at)}; the other sources go on"
+                return None
+            self._call = None
+            got = self._finished(call)
+        if self._ready and now >= self._due:
+            # On the schedule, not after the last answer: a slow read does not slow the pace.
+            self._due = max(self._due + self.interval_s, now)
+            self._call = self._start(self.probe.sample, self.probe.sample_timeout_s)
+        return got
+
+    def _finished(self, call: Call) -> tuple[float, dict[str, Any]] | None:
+        kind, value = call.outcome()
+        if not self._ready:
+            reading = (
+                value if kind == "ok" else Reading("error", f"{type(value).__name__}: {value}")
+            )
+            if reading.status != "ok":
+                # A source this box does not have (no GPU, no PSI) is never asked again.
+                self.status, self.reason = reading.status, reading.reason
+                return None
+            self._ready, self.status, self.reason = True, "ok", None
+            return None
+        if kind == "error":
+            self.errors += 1
+            self.status, self.reason = "error", f"{type(value).__name__}: {value}"
+            return None
+        self.status, self.reason = "ok", None
+        if value is None:
+            return None
+        self.last_at = call.at
+        self.readings += 1
+        return call.at, value
+
+    def state(self) -> dict[str, Any]:
+        """What a capture is told about this source."""
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "interval_s": self.interval_s,
+            "last": iso(self.last_at) if self.last_at else None,
+        }
+
+    def close(self) -> None:
+        if self._ready and self._call is None:
+            self.worker.submit(self.probe.close).wait(1.0)
+        self.worker.stop()
