@@ -6,8 +6,10 @@ against the idle machine, and the seal of a windowed capture with every core sat
 (stress-ng, the collector at Nice=10) beside the idle one. The analyst part
 (bench/archive_bench.py): ingest against plain DuckDB read_json, classify per bundle and
 a report page at 2,000 bundles. The receiver (bench/serve_flood.py): `evidence serve`
-under a flood of alerts, a trickling engine and a burst of connections. Ratios and
-figures, never pass/fail tests.
+under a flood of alerts, a trickling engine and a burst of connections. The recorder
+(bench/record_bench.py): its cost over ten minutes at the default paces, and the freeze
+of the last hour through it, idle and under memory pressure. Ratios and figures, never
+pass/fail tests.
 
 Run: .venv/bin/python bench/run.py [--quick]
 """
@@ -17,6 +19,7 @@ import sys
 
 import archive_bench
 import capture_bench
+import record_bench
 import serve_flood
 
 
@@ -31,7 +34,9 @@ def main() -> int:
     analyst = archive_bench.main(["--bundles", "300"] if quick else [])
     print("\n" + "=" * 100 + "\n", flush=True)
     receiver = serve_flood.main(["--alerts", "2000", "--captures", "5"] if quick else [])
-    return collector or analyst or receiver
+    print("\n" + "=" * 100 + "\n", flush=True)
+    recorder = record_bench.main(["--seconds", "60", "--runs", "3"] if quick else [])
+    return collector or analyst or receiver or recorder
 
 
 if __name__ == "__main__":
