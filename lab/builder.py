@@ -83,18 +83,7 @@ class Builder:
         swap_used = swaps[0]
 
         def meminfo(u: float, swapped: int = swap_used) -> dict[str, int]:
-            available = int(self.total - u)
-            return {
-                "MemTotal": self.total // KB,
-                "MemFree": available // (2 * KB),
-                "MemAvailable": available // KB,
-                "Buffers": 1024,
-                "Cached": 4096,
-                "SReclaimable": 1024,
-                "Shmem": 1024,
-                "SwapTotal": swap_total // KB,
-                "SwapFree": (swap_total - swapped) // KB,
-            }
+            return self._meminfo(u, swapped, swap_total)
 
         first = meminfo(used[0][1])
         free = {
@@ -117,6 +106,41 @@ class Builder:
                 for (t, u), s in zip(used[1:], swaps[1:], strict=True)
             ],
         )
+        return self
+
+    def _meminfo(self, used: float, swapped: int = 0, swap_total: int = 16 * GIB) -> dict[str, int]:
+        available = int(self.total - used)
+        return {
+            "MemTotal": self.total // KB,
+            "MemFree": available // (2 * KB),
+            "MemAvailable": available // KB,
+            "Buffers": 1024,
+            "Cached": 4096,
+            "SReclaimable": 1024,
+            "Shmem": 1024,
+            "SwapTotal": swap_total // KB,
+            "SwapFree": (swap_total - swapped) // KB,
+        }
+
+    def recorder(self, used: Series) -> "Builder":
+        """The resident recorder's hour before the capture: its memory readings, as
+        memory.history.jsonl and recorder.json."""
+        lines = [{"t": iso(t), "meminfo_kb": self._meminfo(u)} for t, u in used]
+        self.files["memory.history.jsonl"] = b"".join(orjson.dumps(x) + b"\n" for x in lines)
+        record = {
+            "asked_from": iso(self.at - 3600),
+            "from": lines[0]["t"],
+            "to": lines[-1]["t"],
+            "records": len(lines),
+            "skipped": 0,
+            "recorder": {"pid": 77, "started_at": lines[0]["t"], "ring_bytes": 2**26,
+                         "oldest": lines[0]["t"]},
+            "sources": {"memory": {"status": "ok", "reason": None, "interval_s": 1.0,
+                                   "last": lines[-1]["t"]}},
+            "files": ["memory.history.jsonl"],
+        }  # fmt: skip
+        self._put("recorder", record)
+        self.probes["recorder"]["files"].append("memory.history.jsonl")
         return self
 
     def pressure(self, some: Series, full: Series | None = None) -> "Builder":

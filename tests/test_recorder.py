@@ -26,6 +26,7 @@ from evidence.record import sources
 from evidence.record.recorder import Recorder
 from evidence.record.server import RecorderBusy, Server
 from evidence.record.triggers import Triggers
+from lab.builder import Builder
 
 FAST = """
 [recorder]
@@ -333,3 +334,34 @@ def test_a_malformed_question_costs_its_connection_not_the_server(short_dir: Pat
     finally:
         server.close()
         rec.close()
+
+
+# -- the analyst: finer where both exist ----------------------------------------------------
+
+GIB = 2**30
+
+
+def test_where_prometheus_stopped_scraping_the_recorders_hour_takes_its_place(short_dir: Path):
+    """Prometheus on the same box starved 40 minutes before the capture: its history stops
+    there. The recorder's hour shows available memory running out meanwhile; read at
+    Prometheus's step, it fills the gap, and the diagnosis sees the machine run out."""
+    at = 1_796_000_000.0
+    total = 64 * GIB
+    scraped = [(at - 86400 + 60 * k, 40.0 * GIB) for k in range(1440 - 40)]
+    recorded = [(at - 3600 + k, 40.0 * GIB - max(0, k - 1800) * 22 * 2**20) for k in range(3600)]
+    b = Builder("spark-1", at, total=total, trigger=("alert", "HostDown"))
+    b.memory([(at + k, total - 0.3 * GIB) for k in range(30)])
+    b.recorder([(t, total - v) for t, v in recorded])
+    b.prometheus({"host_memory_available": scraped, "host_memory_total": [(at - 60, total)]})
+    b.host().processes([{"pid": 4242, "name": "llama-server", "rss_bytes": 50 * GIB}])
+    bundle = b.write(short_dir)
+    assert run_evidence("ingest", "--archive", str(short_dir)).returncode == 0
+    done = run_evidence("classify", str(bundle), "--archive", str(short_dir), "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    series = result["context"]["series"]["available"]
+    # Prometheus until the recorder's hour begins (its last 20 scrapes are replaced too).
+    assert series["origin"].startswith("prometheus (1380 points) and recorder (3600 readings)")
+    assert 1380 + 58 <= series["points"] <= 1380 + 62  # the hour at Prometheus's minute
+    exhaustion = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    assert any("available memory fell to" in e for e in exhaustion["evidence_for"])

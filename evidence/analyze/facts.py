@@ -147,6 +147,8 @@ class Facts:
     # Each process of this bundle, by "pid name", and its RSS in this bundle and in the
     # host's earlier bundles of the last day: (t, rss) readings, one process instance each.
     process_history: dict[str, Series] = field(default_factory=dict)
+    # Each series' source that covered less time, kept aside: (points, origin).
+    shorter: dict[str, tuple[Series, str]] = field(default_factory=dict)
 
     def measured(self, probe: str) -> bool:
         return self.probes.get(probe, ("absent", None))[0] == "ok"
@@ -250,6 +252,7 @@ def derive(con: duckdb.DuckDBPyConnection, bundle_id: str) -> Facts:
     facts.previous = previous[0] if previous else None
     _archive_history(con, facts, bundle)
     _name_recorder(con, facts, bundle)
+    _finer_from_recorder(facts, bundle)
     failure = locate(facts)
     captured = bundle["started_at"].timestamp() + (bundle["window_s"] or 0.0)
     facts.window = Window(
@@ -434,14 +437,61 @@ def _name_recorder(con: duckdb.DuckDBPyConnection, facts: Facts, bundle: dict[st
     if first is None or first >= started:
         return
     for name, points in facts.series.items():
-        origin = facts.origin.get(name, "")
-        if not origin.endswith(("bundle", "engines")):
+        if name in facts.origin:
+            facts.origin[name] = _recorded(facts.origin[name], points, first, started)
+    for name, (points, origin) in facts.shorter.items():
+        facts.shorter[name] = (points, _recorded(origin, points, first, started))
+
+
+def _recorded(origin: str, points: Series, first: float, started: float) -> str:
+    """The origin of a series, naming the recorder where its readings are part of it."""
+    if not origin.endswith(("bundle", "engines")):
+        return origin
+    kept = sum(1 for t, v in points if first <= t < started and v is not None)
+    if not kept:
+        return origin
+    head, _, own = origin.rpartition(" and ")
+    recorded = f"recorder ({kept} readings) and {own or origin}"
+    return f"{head} and {recorded}" if head else recorded
+
+
+RECORDER_SPLICE_MIN_S = 600.0  # the recorder's readings must reach this far back to stand in
+# Series where the lowest reading is the one that matters (a scrape may miss it).
+LOW_IS_TROUBLE = ("available",)
+
+
+def _finer_from_recorder(facts: Facts, bundle: dict[str, Any]) -> None:
+    """Where Prometheus holds the longer history and the recorder the finer one, the
+    recorder's readings take Prometheus's place over the stretch they cover: a scrape gap
+    there (Prometheus starved on the same box) is filled, and the last minutes run up to
+    the capture. They are thinned to Prometheus's step, each step keeping its worst
+    reading (the lowest available, the highest of the rest), so that the series keeps one
+    pace and a shape reads it as before."""
+    started = bundle["started_at"].timestamp()
+    for name, (points, origin) in list(facts.shorter.items()):
+        if facts.origin.get(name) != "prometheus" or "recorder" not in origin:
             continue
-        kept = sum(1 for t, v in points if first <= t < started and v is not None)
-        if kept:
-            head, _, own = origin.rpartition(" and ")
-            recorded = f"recorder ({kept} readings) and {own or origin}"
-            facts.origin[name] = f"{head} and {recorded}" if head else recorded
+        known = sorted((t, v) for t, v in points if v is not None)
+        if not known or known[0][0] > started - RECORDER_SPLICE_MIN_S:
+            continue
+        scraped = facts.series[name]
+        steps = sorted(b[0] - a[0] for a, b in zip(scraped, scraped[1:], strict=False))
+        step = steps[len(steps) // 2] if steps else 0.0
+        if step <= 0 or step <= (known[-1][0] - known[0][0]) / len(known):
+            continue  # Prometheus is as fine as the recorder here: nothing to gain
+        worst = min if name in LOW_IS_TROUBLE else max
+        buckets: dict[int, list[tuple[float, float]]] = {}
+        for t, v in known:
+            buckets.setdefault(int((t - known[0][0]) // step), []).append((t, v))
+        thinned = [worst(b, key=lambda p: p[1]) for _, b in sorted(buckets.items())]
+        before = [p for p in scraped if p[0] < known[0][0]]
+        facts.series[name] = before + thinned
+        facts.origin[name] = f"prometheus ({len(before)} points) and {origin}, at its step"
+    if facts.origin.get("available", "").startswith("prometheus (") and facts.memory_total:
+        facts.series["memory_used"] = [
+            (t, None if v is None else facts.memory_total - v) for t, v in facts.series["available"]
+        ]
+        facts.origin["memory_used"] = facts.origin["available"]
 
 
 def _darwin_available(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) -> None:
@@ -552,6 +602,9 @@ def _prefer(facts: Facts, name: str, points: Series, origin: str) -> None:
         return
     current = [t for t, v in facts.series.get(name, []) if v is not None]
     if current and (current[-1] - current[0]) >= (known[-1] - known[0]):
+        facts.shorter[name] = (points, origin)
         return
+    if current:
+        facts.shorter[name] = (facts.series[name], facts.origin.get(name, ""))
     facts.series[name] = points
     facts.origin[name] = origin

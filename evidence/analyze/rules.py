@@ -2357,7 +2357,7 @@ def host_exhaustion(f: Facts) -> Judgement:
             # machine is out, whatever else was or was not measured. An earlier bundle's
             # (another boot, perhaps) is a note.
             origin = f.origin.get("available", "")
-            now = origin.endswith("bundle") and "archive" not in origin
+            now = (origin == "bundle" or "recorder (" in origin) and "archive" not in origin
             j.add(
                 3 if now else 2, f"available memory fell to {_gib(low)} of {_gib(f.memory_total)}"
             )
