@@ -319,6 +319,29 @@ def test_ratchet_within_minutes_at_one_second():
     assert result.bursts == 4
 
 
+# Used memory (GiB) of the lab's leak-ratchet under the recorder (`make lab RECORDER=1` on
+# the developers' machine): the recorder's readings, then the capture's. The leak's first
+# burst came and went between 20.0 and 20.7 s, leaving only its step in the floor.
+LAB_LEAK_RECORDED = [
+    (15.64, 0.6), (15.74, 0.6), (16.64, 0.6), (17.65, 0.6), (18.65, 0.58), (19.65, 0.58),
+    (20.66, 0.94), (21.18, 0.98), (22.05, 0.98), (23.05, 0.98), (24.05, 0.98), (25.05, 2.48),
+    (26.05, 1.37), (27.05, 1.37), (28.05, 1.37), (29.05, 1.37), (30.05, 2.88), (31.05, 1.77),
+    (32.05, 1.77), (33.05, 1.77), (34.05, 1.77), (35.05, 3.27), (36.05, 2.16), (37.05, 2.16),
+    (38.05, 2.16), (39.05, 2.16), (40.05, 2.16),
+]  # fmt: skip
+
+
+def test_a_burst_between_two_samples_leaves_a_step_not_a_climb():
+    """The stretch before the first seen burst is flat on both sides of the unseen one's
+    step: no drift between bursts, so still a ratchet."""
+    result = ratchet([(T0 + t, v) for t, v in LAB_LEAK_RECORDED])
+    assert result.verdict, result.why
+    assert abs(result.idle_drift_share) < 0.1
+    # The look-alike: the same readings on a floor that climbs all the time between bursts.
+    climbing = [(T0 + t, v + 0.06 * (t - 15)) for t, v in LAB_LEAK_RECORDED]
+    assert "between bursts" in ratchet(climbing).why
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_ratchet_is_not_context_creep(seed):
     """A climb that tracks the cache rises all the time, bursts or not: not a ratchet."""

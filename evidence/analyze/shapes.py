@@ -595,15 +595,25 @@ class _Stretch:
         return (self.start + self.end) / 2
 
 
-def _stretch_floors(ts, vs, inside) -> list[_Stretch]:
-    """The floor of each stretch between excursions (quiet time, bursts excluded)."""
+def _stretch_floors(ts, vs, inside, sigma: float, least: float) -> list[_Stretch]:
+    """The floor of each stretch between excursions (quiet time, bursts excluded).
+
+    A quiet run is cut where the level jumps from one reading to the next by far more than
+    the noise, and by as much as a floor's rise across a burst (`least`): a burst that came
+    and went between two samples leaves only its step in the floor. Read as one stretch,
+    that step would be its slope, and a ratchet would pass for a steady climb."""
     out = []
+    d = [b - a for a, b in pairwise(vs)]
+    usual = median(d) if d else 0.0
+    jump = max(RATCHET_BURST_NOISE * sigma, least)
     for a, b in _runs([not f for f in inside]):
-        if b - a + 1 < RATCHET_MIN_STRETCH_POINTS:
-            continue
-        st, sv = ts[a : b + 1], vs[a : b + 1]
-        slope = _theil_sen(st, sv) if len(st) >= RATCHET_DRIFT_MIN_POINTS else None
-        out.append(_Stretch(st[0], st[-1], quantile(sv, FLOOR_QUANTILE), slope, len(st)))
+        cuts = [i + 1 for i in range(a, b) if abs(vs[i + 1] - vs[i] - usual) >= jump]
+        for lo, hi in pairwise([a, *cuts, b + 1]):
+            if hi - lo < RATCHET_MIN_STRETCH_POINTS:
+                continue
+            st, sv = ts[lo:hi], vs[lo:hi]
+            slope = _theil_sen(st, sv) if len(st) >= RATCHET_DRIFT_MIN_POINTS else None
+            out.append(_Stretch(st[0], st[-1], quantile(sv, FLOOR_QUANTILE), slope, len(st)))
     return out
 
 
@@ -635,7 +645,8 @@ def ratchet(series: Series, *, fmt: Format = plain) -> Ratchet:
     if len(bursts) < RATCHET_MIN_BURSTS:
         why = f"no ratchet: {len(bursts)} bursts above the local floor (need {RATCHET_MIN_BURSTS})"
         return Ratchet(verdict=False, enough=True, why=why, **base)
-    stretches = _stretch_floors(ts, vs, inside)
+    least = RATCHET_STEP_BURST_SHARE * median(heights)
+    stretches = _stretch_floors(ts, vs, inside, sigma, least)
     if len(stretches) < RATCHET_MIN_BURSTS:
         why = f"no ratchet: the floor was measurable between only {len(stretches)} stretches"
         return Ratchet(verdict=False, enough=True, why=why, **base)
@@ -644,7 +655,6 @@ def ratchet(series: Series, *, fmt: Format = plain) -> Ratchet:
     first, last = floors[0], floors[-1]
     rise, peak = last - first, max(floors) - first
     spans = [(ts[a], ts[b]) for a, b in bursts]
-    least = RATCHET_STEP_BURST_SHARE * median(heights)
     raised, lowered = _floor_moves(stretches, spans, sigma, least)
     returned = _returned(floors, first, peak)
     overall = rise / (stretches[-1].mid - stretches[0].mid)
