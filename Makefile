@@ -13,7 +13,8 @@
 # make lab:   each fault reproduced on this machine (real processes, fake engines in the
 #             engines' real formats), captured and classified; prints the pass rate. Root
 #             lets it make memory-limited cgroups and read the kernel log; without, those
-#             scenarios skip and say why.
+#             scenarios skip and say why. RECORDER=1 runs the resident recorder from
+#             before each fault.
 # make eval:  the classifier on a few hundred generated days of deployments (faulty and
 #             healthy), beside the seed's diagnose-oom.py on the same Prometheus history;
 #             prints both confusion matrices, and fails unless ours is at least 95 % right,
@@ -63,7 +64,7 @@ engines-vllm: engines
 	$(BIN)/python -m lab.realengines --vllm
 
 lab: $(VENV)/.installed
-	$(BIN)/python -m lab
+	$(BIN)/python -m lab $(if $(RECORDER),--recorder)
 
 eval: $(VENV)/.installed
 	$(BIN)/python -m lab.eval $(if $(SEED),--seed $(SEED))

@@ -1,6 +1,6 @@
 """make lab: run every scenario this machine allows and print the pass rate.
 
-python -m lab [NAME...] [--list] [--keep DIR]
+python -m lab [NAME...] [--list] [--keep DIR] [--recorder]
 """
 
 import argparse
@@ -16,6 +16,11 @@ def main() -> int:
     parser.add_argument("names", nargs="*", help="scenarios to run (default: all)")
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     parser.add_argument("--keep", type=Path, help="keep each scenario's archive under DIR")
+    parser.add_argument(
+        "--recorder",
+        action="store_true",
+        help="run `evidence record` from before each fault; the capture takes its history",
+    )
     args = parser.parse_args()
     if args.list:
         for name, s in sorted(REGISTRY.items()):
@@ -27,7 +32,7 @@ def main() -> int:
     results = []
     for name in args.names or sorted(REGISTRY):
         print(f"lab: {name} ...", file=sys.stderr, flush=True)
-        results.append(run(REGISTRY[name], args.keep))
+        results.append(run(REGISTRY[name], args.keep, args.recorder))
     print(table(results))
     return 1 if any(r.status == "failed" for r in results) else 0
 

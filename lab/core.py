@@ -121,19 +121,41 @@ class Result:
 LOCK = Path(tempfile.gettempdir()) / "evidence-lab.lock"
 
 
-def run(scenario: Scenario, keep: Path | None = None) -> Result:
+def run(scenario: Scenario, keep: Path | None = None, recorder: bool = False) -> Result:
     """Run one scenario end to end; never raises for the scenario's own failures. One
     scenario at a time on the machine: the collector reads the whole machine, so two
-    staged at once would each be the other's evidence."""
+    staged at once would each be the other's evidence. With recorder, `evidence record`
+    runs from before the fault is brought about, and the capture takes its history."""
     fd = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        return _run(scenario, keep)
+        return _run(scenario, keep, recorder)
     finally:
         os.close(fd)
 
 
-def _run(scenario: Scenario, keep: Path | None) -> Result:
+def _start_recorder(lab: Lab) -> None:
+    """The resident recorder on the lab's archive, once it answers on its socket."""
+    argv = [EVIDENCE, "record", "--quiet", "--ring-size", "8"]
+    proc = lab.spawn(argv + ["--archive", str(lab.archive), "--config", str(lab.config)])
+    until = time.monotonic() + 30
+    while not (lab.archive / "recorder.sock").exists():
+        if proc.poll() is not None or time.monotonic() > until:
+            raise RuntimeError(f"the recorder did not start (exit {proc.poll()})")
+        time.sleep(0.05)
+    time.sleep(RECORDER_LEAD_S)  # the box as it was before the fault
+
+
+RECORDER_LEAD_S = 5.0
+
+
+def _lab_bundle(archive: Path) -> Path:
+    """The newest bundle the lab's capture made: the recorder may have captured too."""
+    made = [p for p in archive.glob("bundles/*/*") if p.is_dir() and not p.name.startswith(".")]
+    return max((p for p in made if "_recorder-" not in p.name), key=lambda p: p.name)
+
+
+def _run(scenario: Scenario, keep: Path | None, recorder: bool) -> Result:
     why = scenario.unavailable()
     if why:
         return Result(scenario.name, "skipped", scenario.expect, reason=why)
@@ -143,6 +165,8 @@ def _run(scenario: Scenario, keep: Path | None) -> Result:
     lab.write_config(scenario.config)
     result = Result(scenario.name, "failed", scenario.expect)
     try:
+        if recorder:
+            _start_recorder(lab)
         scenario.start(lab)
         if scenario.command == "check":
             argv = [EVIDENCE, "check", "--window", str(scenario.window_s)]
@@ -168,7 +192,8 @@ def _run(scenario: Scenario, keep: Path | None) -> Result:
             )
             return result
         classified = subprocess.run(
-            [EVIDENCE, "classify", "latest", "--json", "--archive", str(lab.archive)],
+            [EVIDENCE, "classify", str(_lab_bundle(lab.archive)), "--json"]
+            + ["--archive", str(lab.archive)],
             capture_output=True,
             text=True,
             timeout=120,

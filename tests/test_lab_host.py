@@ -11,7 +11,10 @@ the boot (the lab's host scenarios read only their own minute of it; other captu
 24 hours).
 """
 
+import json
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `lab` is not installed
 
 import lab.scenarios.host  # noqa: E402  (registers the host scenarios)
-from lab.core import REGISTRY, run  # noqa: E402
+from lab.core import EVIDENCE, REGISTRY, run  # noqa: E402
 
 ATTEMPTS = 3
 HOST = sorted(
@@ -58,3 +61,31 @@ def test_host_scenario(name):
         f"{name}: verdict {result.verdict} (expected {' or '.join(result.expected)}): "
         f"{result.reason}; top {result.top}; disturbed runs: {disturbed}"
     )
+
+
+def test_the_leak_under_the_recorder_is_named_from_the_minutes_before_too():
+    """`make lab RECORDER=1`: the recorder runs from before the leak starts; the bundle
+    holds its readings (the leak's first burst among them) and the diagnosis reads them
+    with the window as one series."""
+    scenario = REGISTRY["leak-ratchet"]
+    why = scenario.unavailable()
+    if why:
+        pytest.skip(why)
+    # A short folder: the recorder's socket path must stay under 108 bytes.
+    with tempfile.TemporaryDirectory(prefix="lab-", dir="/tmp") as keep:
+        for _ in range(ATTEMPTS):
+            result = run(scenario, Path(keep), recorder=True)
+            if result.status == "passed" or not scenario.disturbed:
+                break
+        assert result.status == "passed", f"{result.verdict}: {result.reason}; top {result.top}"
+        made = Path(keep).glob("lab-leak-ratchet-*/archive/bundles/*/*/manifest.json")
+        by_id = {json.loads(m.read_text())["bundle_id"]: m.parent for m in made}
+        bundle = by_id[result.bundle]
+        history = (bundle / "memory.history.jsonl").read_bytes().splitlines()
+        assert len(history) >= 5  # the recorder's seconds before the capture
+        classified = subprocess.run(
+            [EVIDENCE, "classify", str(bundle), "--json", "--archive", str(bundle.parents[2])],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    series = json.loads(classified.stdout)["context"]["series"]["memory_used"]
+    assert series["origin"].startswith("recorder (")
