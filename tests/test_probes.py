@@ -121,6 +121,12 @@ def test_processes_snapshot_and_top_by_rss_sample():
     sample = probe.sample()
     sizes = [p["rss_bytes"] for p in sample["top"]]
     assert sizes == sorted(sizes, reverse=True) and len(sizes) <= context.config.limits.top_n
+    # Each largest process with the unit or container it runs in, as the snapshot read it.
+    cgroups = {p["pid"]: p["cgroup"] for p in reading.record["processes"]}
+    for top in sample["top"]:
+        if top["pid"] in cgroups:
+            assert top["cgroup"] == cgroups[top["pid"]]
+    assert any(top["cgroup"] for top in sample["top"]) == any(cgroups.values())
 
 
 def kmsg_records(name: str) -> list[dict]:

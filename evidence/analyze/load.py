@@ -83,10 +83,11 @@ _SQL_SERIES: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "processes.samples.jsonl",
-        "{'t': 'VARCHAR', 'top': 'STRUCT(pid INTEGER, name VARCHAR, rss_bytes BIGINT)[]'}",
+        "{'t': 'VARCHAR', 'top': 'STRUCT(pid INTEGER, name VARCHAR, rss_bytes BIGINT,"
+        " cgroup VARCHAR)[]'}",
         """INSERT INTO samples SELECT b.bundle_id, b.host, CAST(t AS TIMESTAMPTZ), 'process',
-            'rss_bytes', MAP {'pid': CAST(p.pid AS VARCHAR), 'name': p.name}, p.rss_bytes,
-            'bytes', NULL
+            'rss_bytes', MAP {'pid': CAST(p.pid AS VARCHAR), 'name': p.name,
+            'cgroup': p.cgroup}, p.rss_bytes, 'bytes', NULL
         FROM {src} j """
         + _JOIN
         + """,

@@ -2,7 +2,8 @@
 
 Read straight from /proc (no fork of ps: a box under memory pressure may not manage
 one). The snapshot reads stat, status, cmdline and cgroup of each pid; the 1 Hz watch
-reads only statm, because it runs thirty times and must stay cheap. A process that
+reads only statm, because it runs thirty times and must stay cheap (and the cgroup of
+a largest process it has not seen before: the unit or container it runs in). A process that
 exits between listing and reading is simply not listed. Command lines are redacted
 by the writer.
 """
@@ -35,6 +36,7 @@ class Processes(Probe):
         super().__init__(ctx)
         self._names: dict[int, str] = {}
         self._users: dict[int, str] = {}
+        self._cgroups: dict[int, str | None] = {}
 
     def freeze(self) -> Reading:
         boot = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
@@ -51,6 +53,7 @@ class Processes(Probe):
                 rows.append(row)
         unread = len(pids) - len(rows) if time.monotonic() > stop_at else 0
         self._names = {r["pid"]: r["name"] for r in rows}
+        self._cgroups = {r["pid"]: r["cgroup"] for r in rows}
         by_rss = sorted(rows, key=lambda r: r["rss_bytes"], reverse=True)
         self.ctx.shared["cgroups_of_interest"] = list(
             dict.fromkeys(r["cgroup"] for r in by_rss[:CGROUPS_OF_INTEREST] if r["cgroup"])
@@ -80,7 +83,9 @@ class Processes(Probe):
         top = []
         for rss, pid in sizes[: self.ctx.config.limits.top_n]:
             name = self._names.get(pid) or (self._read(pid, "comm") or "").strip() or None
-            top.append({"pid": pid, "name": name, "rss_bytes": rss})
+            if pid not in self._cgroups:
+                self._cgroups[pid] = self._cgroup(pid)
+            top.append({"pid": pid, "name": name, "rss_bytes": rss, "cgroup": self._cgroups[pid]})
         return {"processes": len(sizes), "top": top}
 
     def _pids(self) -> list[int]:
