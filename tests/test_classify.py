@@ -106,6 +106,31 @@ def test_leak_ratchet(tmp_path):
     assert result["verdict"] == "leak-ratchet", scores(result)
 
 
+def _minutes(used: list[tuple[float, float]]) -> Builder:
+    """A bundle whose memory readings are all it has of memory (no Prometheus)."""
+    b = Builder("spark-1", AT, total=TOTAL)
+    b.memory([(AT + t, u * GIB) for t, u in used])
+    b.pressure([(AT + t, 0.0) for t, _ in used])
+    b.processes([{"pid": 100 + i, "name": "worker", "rss_bytes": GIB} for i in range(5)])
+    return b.host().kernel([]).logs(["server listening on 127.0.0.1:8080"])
+
+
+def test_a_staircase_seen_in_seconds_is_a_leak_not_one_model_kept(tmp_path):
+    """The lab's leak under the recorder (tests/test_shapes.py): its best single split is a
+    step that stays too, but the floor rose after each burst: no one load made it."""
+    from test_shapes import LAB_LEAK_RECORDED
+
+    result = verdict(tmp_path / "leak", _minutes(LAB_LEAK_RECORDED))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    swap = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert swap["score"] == 0 and any("one after each burst" in e for e in swap["evidence_against"])
+    # The look-alike: one step that stays, no bursts (a model loaded and kept).
+    one_step = [(t, 0.6 if t < 20 else 2.2) for t, _ in LAB_LEAK_RECORDED]
+    result = verdict(tmp_path / "step", _minutes(one_step))
+    swap = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert any("stepped up and stayed" in e for e in swap["evidence_for"])
+
+
 def test_a_flat_floor_with_bursts_is_not_a_leak(tmp_path):
     b = base().prometheus(
         {

@@ -1856,7 +1856,15 @@ def swap_not_unloaded(f: Facts) -> Judgement:
     elif memory:
         step = shapes.step(f.series[memory[0]], fmt=_gib)
         if step.verdict and (step.size or 0) > 0:
-            j.add(2, f"{memory[1]} stepped up and stayed: {step.why}")
+            ratchet = shapes.ratchet(f.series[memory[0]], fmt=_gib)
+            if ratchet.verdict:
+                # Bursts, each leaving the floor higher: the best single split of a
+                # staircase is a step too, but no one load made it.
+                j.evidence_against.append(
+                    f"{memory[1]} rose in steps, one after each burst, not in one: {ratchet.why}"
+                )
+            else:
+                j.add(2, f"{memory[1]} stepped up and stayed: {step.why}")
     return j
 
 
