@@ -1,6 +1,7 @@
 """`evidence record`: the hour before the capture, in the bundle and in the diagnosis; the
 recorder's own captures; a source that hangs; no recorder at all."""
 
+import contextlib
 import json
 import signal
 import socket
@@ -60,6 +61,15 @@ def start_recorder(archive: Path, config: Path, *extra: str) -> subprocess.Popen
     wait_for(lambda: socket_path(archive).exists() or child.poll() is not None, 30, "the socket")
     assert child.poll() is None, child.communicate()
     return child
+
+
+def ask(root: Path, since: float) -> tuple[dict[str, Any], dict[str, bytes]]:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(5)
+        conn.connect(str(socket_path(root)))
+        conn.sendall(b'{"since": %f}\n' % since)
+        head, files = read_answer(conn)
+    return head, dict(files)
 
 
 def snapshot(archive: Path, trigger: str) -> dict[str, Any]:
@@ -244,6 +254,26 @@ def test_each_trigger_fires_once_on_its_way_in():
 # -- a source that hangs --------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def recording(root: Path, for_s: float) -> Iterator[Recorder]:
+    """A recorder in this process, answering on root's socket, sampling fast for for_s."""
+    config = Config(recorder=settings(host_interval_s=0.1, process_interval_s=0.1))
+    rec = Recorder(config, root, ring_bytes=1024 * 1024)
+    rec.start()
+    server = Server(rec, root)
+    server.start()
+    stopping = threading.Event()
+    loop = threading.Thread(target=rec.run, args=(stopping, for_s))
+    loop.start()
+    try:
+        yield rec
+    finally:
+        stopping.set()
+        loop.join()
+        server.close()
+        rec.close()
+
+
 class HangingGpu(Probe):
     """NVML that answers its first read and then hangs in every sample."""
 
@@ -266,33 +296,52 @@ def test_a_hanging_source_goes_stale_is_said_so_and_the_others_go_on(
 ):
     monkeypatch.setattr(recorder_module, "ordered", lambda: [Memory, HangingGpu])
     monkeypatch.setattr(sources, "STALE_MIN_S", 0.5)
-    config = Config(recorder=settings(host_interval_s=0.1, process_interval_s=0.1))
-    rec = Recorder(config, short_dir, ring_bytes=1024 * 1024)
-    rec.start()
-    server = Server(rec, short_dir)
-    server.start()
-    stopping = threading.Event()
-    loop = threading.Thread(target=rec.run, args=(stopping, 3.0))
-    loop.start()
     try:
-        time.sleep(2.0)
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(5)
-            conn.connect(str(socket_path(short_dir)))
-            conn.sendall(b'{"since": %f}\n' % (time.time() - 60))
-            head, files = read_answer(conn)
+        with recording(short_dir, 3.0):
+            time.sleep(2.0)
+            head, names = ask(short_dir, time.time() - 60)
     finally:
         HangingGpu.release.set()
-        stopping.set()
-        loop.join()
-        server.close()
-        rec.close()
     assert head["sources"]["gpu"]["status"] == "stale"
     assert "the other sources go on" in head["sources"]["gpu"]["reason"]
     assert head["sources"]["memory"]["status"] == "ok"
-    names = dict(files)
     assert "gpu.history.jsonl" not in names
     assert len(names["memory.history.jsonl"].splitlines()) >= 10  # ten a second, on and on
+
+
+class LateGpu(Probe):
+    """A source missing when the recorder started (a driver loaded later, an engine
+    started after the recorder at boot), there on a later look."""
+
+    name = "gpu"
+    order = 5
+    priority = 900
+    samples = True
+    looks = 0
+
+    def freeze(self) -> Reading:
+        type(self).looks += 1
+        if type(self).looks == 1:
+            return Reading("absent", "no driver yet")
+        return Reading(record={"nvidia": {}, "amd": {}})
+
+    def sample(self) -> dict[str, Any] | None:
+        return {"nvidia": {"devices": []}}
+
+
+def test_a_source_missing_at_the_start_is_looked_for_again(
+    short_dir: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(recorder_module, "ordered", lambda: [Memory, LateGpu])
+    monkeypatch.setattr(sources, "RETRY_S", 0.5)
+    with recording(short_dir, 5.0):
+        time.sleep(0.3)
+        head, files = ask(short_dir, time.time() - 60)
+        assert head["sources"]["gpu"]["status"] == "absent" and "gpu.history.jsonl" not in files
+        time.sleep(1.5)
+        head, files = ask(short_dir, time.time() - 60)
+    assert head["sources"]["gpu"]["status"] == "ok"
+    assert len(files["gpu.history.jsonl"].splitlines()) >= 3
 
 
 def test_a_socket_left_by_a_dead_recorder_is_taken_over_and_a_live_one_is_not(short_dir: Path):
@@ -325,12 +374,8 @@ def test_a_malformed_question_costs_its_connection_not_the_server(short_dir: Pat
                 conn.connect(str(socket_path(short_dir)))
                 conn.sendall(question)
                 assert conn.recv(100) == b""  # closed without an answer
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(5)
-            conn.connect(str(socket_path(short_dir)))
-            conn.sendall(b'{"since": 0}\n')
-            head, files = read_answer(conn)
-        assert head["records"] == 1 and [n for n, _ in files] == ["memory.history.jsonl"]
+        head, files = ask(short_dir, 0)
+        assert head["records"] == 1 and list(files) == ["memory.history.jsonl"]
     finally:
         server.close()
         rec.close()

@@ -47,6 +47,8 @@ VMSTAT_KEPT = (
     "allocstall",
     "thp_fault",
 )
+# How often a source that discovers what to read looks again for what started since.
+REDISCOVER_S = {"engines": 300.0}
 # The pace each source is sampled at, by the name of its setting.
 PACE = {
     "memory": "host_interval_s",
@@ -91,7 +93,7 @@ class Recorder:
         for cls in ordered():
             if cls.name in PACE:
                 interval = getattr(self.settings, PACE[cls.name])
-                self.sources.append(Source(cls(ctx), interval))
+                self.sources.append(Source(cls(ctx), interval, REDISCOVER_S.get(cls.name)))
 
     def run(self, stop: threading.Event, for_s: float | None = None) -> None:
         """Record until stop is set (SIGTERM) or for_s seconds have passed."""
@@ -110,10 +112,11 @@ class Recorder:
             self._reap()
             stop.wait(TICK_S)
 
-    def _keep(self, name: str, t: float, record: dict[str, Any]) -> None:
-        line = orjson.dumps(scrub({"t": iso(t), **slim(name, record)}))
-        with self.lock:
-            self.ring.append(t, name.encode() + b"\t" + line)
+    def _keep(self, name: str, t: float, record: dict[str, Any], sample: bool) -> None:
+        if sample:
+            line = orjson.dumps(scrub({"t": iso(t), **slim(name, record)}))
+            with self.lock:
+                self.ring.append(t, name.encode() + b"\t" + line)
         reason = getattr(self.triggers, name, lambda t, r: None)(t, record)
         if reason:
             self._capture(reason)

@@ -2,7 +2,10 @@
 thread and at its own pace, with what an operator asks of it (is it current?).
 
 A probe's first read (its freeze) sets it up (the NVML session, the engines found); then
-its sample runs every interval. A call that has not returned after STALE_AFTER intervals
+its sample runs every interval. A source this box did not have at the start (a GPU
+driver loaded later, an engine started after the recorder at boot) is looked for again
+every RETRY_S; one that discovers (the engines) looks again every `rediscover_s` for
+what started since. A call that has not returned after STALE_AFTER intervals
 makes the source stale, said so in every capture, while the others go on: the worker is
 the only thing waiting on it, and nothing is queued behind it.
 """
@@ -16,11 +19,12 @@ from evidence.capture.runner import Call, Worker
 
 STALE_AFTER = 3  # intervals without an answer
 STALE_MIN_S = 5.0
+RETRY_S = 60.0
 
 
 class Source:
-    def __init__(self, probe: Probe, interval_s: float):
-        self.probe, self.interval_s = probe, interval_s
+    def __init__(self, probe: Probe, interval_s: float, rediscover_s: float | None = None):
+        self.probe, self.interval_s, self.rediscover_s = probe, interval_s, rediscover_s
         self.name = probe.name
         self.worker = Worker(f"record-{probe.name}")
         self.status, self.reason = "starting", "its first read has not returned"
@@ -29,6 +33,8 @@ class Source:
         self.errors = 0
         self._ready = False
         self._due = 0.0
+        self._setup_at = time.monotonic() + (rediscover_s or RETRY_S)  # the next freeze
+        self._setting_up = True
         self._call: Call | None = self._start(probe.freeze, probe.timeout_s)
 
     def _start(self, fn: Any, timeout_s: float) -> Call:
@@ -39,8 +45,10 @@ class Source:
     def stale_after_s(self) -> float:
         return max(STALE_MIN_S, STALE_AFTER * self.interval_s)
 
-    def tick(self, now: float) -> tuple[float, dict[str, Any]] | None:
-        """Advance the source; a finished sample as (its time, its record), else None."""
+    def tick(self, now: float) -> tuple[float, dict[str, Any], bool] | None:
+        """Advance the source: a finished read as (its time, its record, whether it is a
+        sample), else None. A freeze's record (the engines' discovery) is not a sample
+        line, but what it found is news all the same (an engine gone)."""
         got = None
         call = self._call
         if call is not None:
@@ -51,24 +59,33 @@ class Source:
                 return None
             self._call = None
             got = self._finished(call)
-        if self._ready and now >= self._due:
+        again = self.rediscover_s if self._ready else RETRY_S
+        if again is not None and now >= self._setup_at:
+            self._setup_at = now + again
+            self._setting_up = True
+            self._call = self._start(self.probe.freeze, self.probe.timeout_s)
+        elif self._ready and now >= self._due:
             # On the schedule, not after the last answer: a slow read does not slow the pace.
             self._due = max(self._due + self.interval_s, now)
             self._call = self._start(self.probe.sample, self.probe.sample_timeout_s)
         return got
 
-    def _finished(self, call: Call) -> tuple[float, dict[str, Any]] | None:
+    def _finished(self, call: Call) -> tuple[float, dict[str, Any], bool] | None:
         kind, value = call.outcome()
-        if not self._ready:
+        if self._setting_up:
+            self._setting_up = False
             reading = (
                 value if kind == "ok" else Reading("error", f"{type(value).__name__}: {value}")
             )
-            if reading.status != "ok":
-                # A source this box does not have (no GPU, no PSI) is never asked again.
+            self._ready = reading.status == "ok"
+            found = None if reading.record is None else (call.at, reading.record, False)
+            if not self._ready:
+                # Not on this box now (no GPU, no engine answering): looked for again later.
                 self.status, self.reason = reading.status, reading.reason
-                return None
-            self._ready, self.status, self.reason = True, "ok", None
-            return None
+                self._setup_at = time.monotonic() + RETRY_S
+                return found
+            self.status, self.reason = "ok", None
+            return found
         if kind == "error":
             self.errors += 1
             self.status, self.reason = "error", f"{type(value).__name__}: {value}"
@@ -78,7 +95,7 @@ class Source:
             return None
         self.last_at = call.at
         self.readings += 1
-        return call.at, value
+        return call.at, value, True
 
     def state(self) -> dict[str, Any]:
         """What a capture is told about this source."""
