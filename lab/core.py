@@ -135,9 +135,14 @@ def run(scenario: Scenario, keep: Path | None = None, recorder: bool = False) ->
 
 
 def _start_recorder(lab: Lab) -> None:
-    """The resident recorder on the lab's archive, once it answers on its socket."""
+    """The resident recorder on the lab's archive, once it answers on its socket. Its own
+    configuration is empty: an engine scenario writes the capture's (its engines' ports)
+    only as it brings the fault about, after the recorder started. The recorder keeps the
+    host; the engines it finds on their usual ports, and the capture reads the lab's."""
+    config = lab.workdir / "recorder.toml"
+    config.write_text("")
     argv = [EVIDENCE, "record", "--quiet", "--ring-size", "8"]
-    proc = lab.spawn(argv + ["--archive", str(lab.archive), "--config", str(lab.config)])
+    proc = lab.spawn(argv + ["--archive", str(lab.archive), "--config", str(config)])
     until = time.monotonic() + 30
     while not (lab.archive / "recorder.sock").exists():
         if proc.poll() is not None or time.monotonic() > until:
