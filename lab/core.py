@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 import orjson
 
+from evidence.archive.recorder import socket_path
 from evidence.cli.exits import Exit
 
 EVIDENCE = str(Path(sys.executable).parent / "evidence")
@@ -144,7 +145,7 @@ def _start_recorder(lab: Lab) -> None:
     argv = [EVIDENCE, "record", "--quiet", "--ring-size", "8"]
     proc = lab.spawn(argv + ["--archive", str(lab.archive), "--config", str(config)])
     until = time.monotonic() + 30
-    while not (lab.archive / "recorder.sock").exists():
+    while not socket_path(lab.archive).exists():
         if proc.poll() is not None or time.monotonic() > until:
             raise RuntimeError(f"the recorder did not start (exit {proc.poll()})")
         time.sleep(0.05)

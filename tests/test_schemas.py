@@ -23,6 +23,7 @@ from conftest import EVIDENCE, bundles, errors, need, read_records, run_evidence
 from jsonschema import Draft202012Validator
 
 from evidence.archive.clock import iso
+from evidence.archive.recorder import socket_path
 from evidence.capture.bundle import BundleWriter
 from evidence.capture.config import Config, LogSource
 from evidence.capture.manifest import new_manifest, recover
@@ -90,7 +91,7 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     try:
         until = time.monotonic() + 30
-        while not (archive / "recorder.sock").exists():
+        while not socket_path(archive).exists():
             assert recorder.poll() is None and time.monotonic() < until, "no recorder"
             time.sleep(0.05)
         time.sleep(1.5)

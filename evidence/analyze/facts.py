@@ -11,7 +11,8 @@ Invariants:
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import chain
+from itertools import chain, pairwise
+from statistics import median_high
 from typing import Any
 
 import duckdb
@@ -425,16 +426,25 @@ def _archive_history(con: duckdb.DuckDBPyConnection, facts: Facts, bundle: dict[
             )
 
 
+def recorded_from(con: duckdb.DuckDBPyConnection, bundle_id: str) -> float | None:
+    """When the resident recorder's readings in the bundle begin; None if it holds none
+    (the bundle's own samples begin when the capture does)."""
+    (first, started) = con.execute(
+        """SELECT epoch(min(s.t)), epoch(any_value(b.started_at)) FROM samples s
+           JOIN bundles b USING (bundle_id) WHERE bundle_id = ?""",
+        [bundle_id],
+    ).fetchone()
+    return first if first is not None and first < started else None
+
+
 def _name_recorder(con: duckdb.DuckDBPyConnection, facts: Facts, bundle: dict[str, Any]) -> None:
     """The readings the resident recorder kept from before the capture are named as its in
     every series they are part of: "points from recorder (3600 readings) and bundle"."""
     if not facts.measured("recorder"):
         return
-    (first,) = con.execute(
-        "SELECT epoch(min(t)) FROM samples WHERE bundle_id = ?", [bundle["bundle_id"]]
-    ).fetchone()
+    first = recorded_from(con, bundle["bundle_id"])
     started = bundle["started_at"].timestamp()
-    if first is None or first >= started:
+    if first is None:
         return
     for name, points in facts.series.items():
         if name in facts.origin:
@@ -475,8 +485,7 @@ def _finer_from_recorder(facts: Facts, bundle: dict[str, Any]) -> None:
         if not known or known[0][0] > started - RECORDER_SPLICE_MIN_S:
             continue
         scraped = facts.series[name]
-        steps = sorted(b[0] - a[0] for a, b in zip(scraped, scraped[1:], strict=False))
-        step = steps[len(steps) // 2] if steps else 0.0
+        step = median_high(b[0] - a[0] for a, b in pairwise(scraped)) if len(scraped) > 1 else 0.0
         if step <= 0 or step <= (known[-1][0] - known[0][0]) / len(known):
             continue  # Prometheus is as fine as the recorder here: nothing to gain
         worst = min if name in LOW_IS_TROUBLE else max

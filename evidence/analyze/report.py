@@ -14,7 +14,7 @@ import duckdb
 
 from evidence.analyze.classify import classify
 from evidence.analyze.compare import compare, summary
-from evidence.analyze.facts import ENGINE_SERIES
+from evidence.analyze.facts import ENGINE_SERIES, recorded_from
 from evidence.analyze.incident import profile
 
 Points = list[tuple[float, float | None]]
@@ -182,12 +182,11 @@ def report(con: duckdb.DuckDBPyConnection, bundle_id: str) -> dict[str, Any]:
         "SELECT started_at, fired_at FROM bundles WHERE bundle_id = ?", [bundle_id]
     ).fetchone()
     comparison = compare(con, bundle_id, "auto")
-    (first,) = con.execute("SELECT min(t) FROM samples WHERE bundle_id = ?", [bundle_id]).fetchone()
     return {
         "bundle_id": bundle_id,
         "trigger_at": (fired or started).timestamp(),
         # Where the recorder's history (samples from before the capture began) ends.
-        "recorded_until": started.timestamp() if first is not None and first < started else None,
+        "recorded_until": started.timestamp() if recorded_from(con, bundle_id) else None,
         "result": classify(con, bundle_id),
         "comparison": comparison,
         "window": window_charts(con, bundle_id),

@@ -85,7 +85,6 @@ class Recorder:
         self.triggers = Triggers(self.settings)
         self.sources: list[Source] = []
         self.capture: subprocess.Popen[bytes] | None = None
-        self.captures: list[str] = []  # the reasons it captured for, in order
         self.started = time.time()
 
     def start(self) -> None:
@@ -131,7 +130,6 @@ class Recorder:
         if self.config.source:
             argv += ["--config", self.config.source]
         self.say(f"capturing: {reason}")
-        self.captures.append(reason)
         self.capture = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
 
     def _reap(self) -> None:

@@ -29,8 +29,6 @@ class Source:
         self.worker = Worker(f"record-{probe.name}")
         self.status, self.reason = "starting", "its first read has not returned"
         self.last_at: float | None = None  # the time of the last reading kept
-        self.readings = 0
-        self.errors = 0
         self._ready = False
         self._due = 0.0
         self._setup_at = time.monotonic() + (rediscover_s or RETRY_S)  # the next freeze
@@ -87,14 +85,12 @@ class Source:
             self.status, self.reason = "ok", None
             return found
         if kind == "error":
-            self.errors += 1
             self.status, self.reason = "error", f"{type(value).__name__}: {value}"
             return None
         self.status, self.reason = "ok", None
         if value is None:
             return None
         self.last_at = call.at
-        self.readings += 1
         return call.at, value, True
 
     def state(self) -> dict[str, Any]:
