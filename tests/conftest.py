@@ -14,7 +14,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -46,6 +48,22 @@ def run_evidence(*args: str, timeout: float = 60, **kwargs) -> subprocess.Comple
     return subprocess.run(
         [EVIDENCE, *args], capture_output=True, text=True, timeout=timeout, **kwargs
     )
+
+
+def wait_answering(url: str, proc: subprocess.Popen, log: Path, what: str) -> None:
+    """Poll a daemon the test started until `url` answers 200; fail with its log if it
+    exits or takes past a minute (a 2-core CI box starts Prometheus slowly)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            pass
+        assert proc.poll() is None, f"{what} exited: {log.read_text()[-2000:]}"
+        assert time.monotonic() < deadline, f"{what} did not become ready"
+        time.sleep(0.2)
 
 
 def bundles(archive: Path, include_hidden: bool = False) -> list[Path]:

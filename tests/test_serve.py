@@ -20,7 +20,15 @@ from typing import Any
 
 import orjson
 import pytest
-from conftest import EVIDENCE, bundle_errors, bundles, manifest, need, run_evidence
+from conftest import (
+    EVIDENCE,
+    bundle_errors,
+    bundles,
+    manifest,
+    need,
+    run_evidence,
+    wait_answering,
+)
 from fakes import closed_port
 from test_gpu import fake_nvml, scenario  # noqa: F401  (fake_nvml is a fixture)
 
@@ -331,7 +339,7 @@ def test_bad_requests_get_their_status_and_the_server_keeps_answering(start, tmp
     assert post(url, good) == (401, {"error": "no bearer token (Authorization: Bearer ...)"})
     assert post(url, good, token="wrong")[0] == 401
     assert post(url, good, headers={"Authorization": f"Basic {TOKEN}"})[0] == 401
-    assert post(url, good, token=TOKEN, path="/metrics")[0] == 404
+    assert post(url, good, token=TOKEN, path="/nowhere")[0] == 404
     status, answer = post(url, None, token=TOKEN, method="GET")
     assert status == 405 and "POST" in answer["error"]
     status, answer = post(url, b"{", token=TOKEN)
@@ -375,7 +383,7 @@ def raw(server: Server, request: bytes) -> bytes:
         return b"".join(iter(lambda: conn.recv(65536), b""))
 
 
-@pytest.mark.parametrize("path, status", [("/alertmanager", b"400 "), ("/metrics", b"404 ")])
+@pytest.mark.parametrize("path, status", [("/alertmanager", b"400 "), ("/nowhere", b"404 ")])
 def test_a_content_length_that_is_not_ascii_digits_is_answered_not_a_dropped_connection(
     start, path, status, capfd
 ):
@@ -723,21 +731,6 @@ def _alertmanager() -> str | None:
     return shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 
 
-def _wait_ready(url: str, proc: subprocess.Popen, log: Path, what: str) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            conn = http.client.HTTPConnection(*url.split("//")[1].split(":"), timeout=1)
-            conn.request("GET", "/-/ready")
-            if conn.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        assert proc.poll() is None, f"{what} exited: {log.read_text()[-2000:]}"
-        assert time.monotonic() < deadline, f"{what} did not become ready"
-        time.sleep(0.2)
-
-
 def test_a_real_prometheus_rule_through_a_real_alertmanager_captures_a_bundle(tmp_path):
     need(
         _alertmanager() is not None,
@@ -858,8 +851,8 @@ def test_a_real_prometheus_rule_through_a_real_alertmanager_captures_a_bundle(tm
                 stderr=subprocess.STDOUT,
             )
         )
-        _wait_ready(f"http://127.0.0.1:{am_port}", procs[0], am_log, "Alertmanager")
-        _wait_ready(f"http://127.0.0.1:{prom_port}", procs[1], prom_log, "Prometheus")
+        wait_answering(f"http://127.0.0.1:{am_port}/-/ready", procs[0], am_log, "Alertmanager")
+        wait_answering(f"http://127.0.0.1:{prom_port}/-/ready", procs[1], prom_log, "Prometheus")
 
         deadline = time.monotonic() + 45
         while not bundles(archive):

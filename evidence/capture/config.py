@@ -109,6 +109,10 @@ class Config:
     checks: tuple[Check, ...] = ()
     limits: CaptureLimits = field(default_factory=CaptureLimits)
     recorder: RecorderSettings = field(default_factory=RecorderSettings)
+    # node-exporter's textfile directory: evidence's own metrics are written there too.
+    metrics_textfile: str | None = None
+    # Alertmanager's base URL: a classified incident's verdict is posted there.
+    notify_alertmanager: str | None = None
 
     def log_sources(self) -> list[LogSource]:
         """Configured logs plus the journald units and containers named by engines."""
@@ -254,8 +258,21 @@ def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
     top = _Table(
         data,
         "",
-        {"archive", "window_s", "prometheus", "engines", "logs", "checks", "capture", "recorder"},
+        {
+            "archive",
+            "window_s",
+            "prometheus",
+            "engines",
+            "logs",
+            "checks",
+            "capture",
+            "recorder",
+            "metrics",
+            "notify",
+        },
     )
+    metrics = _Table(data.get("metrics", {}), "metrics", {"textfile"})
+    notify = _Table(data.get("notify", {}), "notify", {"alertmanager"})
     prometheus = _Table(data.get("prometheus", {}), "prometheus", {"url", "lookback", "queries"})
     queries = prometheus.data.get("queries", {})
     if not isinstance(queries, dict) or not all(
@@ -375,6 +392,8 @@ def from_dict(data: dict[str, Any], source: str | None = None) -> Config:
         checks=tuple(checks),
         limits=limits,
         recorder=recorder,
+        metrics_textfile=metrics.text("textfile"),
+        notify_alertmanager=notify.url("alertmanager"),
     )
 
 

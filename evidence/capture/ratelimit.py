@@ -10,15 +10,12 @@ State lives in <root>/triggers.json, read and replaced under an flock of its own
 triggers arriving together cannot both be admitted nor lose a count.
 """
 
-import fcntl
-import os
 import time
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from evidence.archive.clock import iso
+from evidence.archive.state import LockedState
 
 STATE = "triggers.json"
 UNLIMITED_KINDS = ("manual",)
@@ -43,7 +40,7 @@ def admit(root: Path, kind: str, name: str | None, interval_s: float) -> dict[st
     if kind in UNLIMITED_KINDS or interval_s <= 0:
         return None
     key = f"{kind}:{name}" if name else kind
-    with _locked(root) as state:
+    with LockedState(root / STATE) as state:
         now = time.time()  # under the lock: read before it, a loser would look earlier
         entry = state.setdefault(key, {"last": 0.0, "skipped": None})
         ago = now - entry["last"]
@@ -65,7 +62,7 @@ def undo(root: Path, kind: str, name: str | None) -> None:
     if kind in UNLIMITED_KINDS:
         return
     key = f"{kind}:{name}" if name else kind
-    with _locked(root) as state:
+    with LockedState(root / STATE) as state:
         entry = state.get(key)
         if entry is None or "before" not in entry:
             return
@@ -73,30 +70,3 @@ def undo(root: Path, kind: str, name: str | None) -> None:
         if carried and since:
             carried = {**carried, "count": carried["count"] + since["count"], "last": since["last"]}
         entry.update(last=entry.pop("before"), skipped=carried or since)
-
-
-class _locked:
-    """The state file, read under an exclusive lock and written back on a clean exit."""
-
-    def __init__(self, root: Path):
-        self.path = root / STATE
-        self.lock = root / f".{STATE}.lock"
-
-    def __enter__(self) -> dict[str, Any]:
-        self.fd = os.open(self.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        try:
-            self.state = orjson.loads(self.path.read_bytes())
-        except (FileNotFoundError, orjson.JSONDecodeError):
-            # A torn or missing file costs the history of intervals, never a capture.
-            self.state = {}
-        return self.state
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            tmp = self.path.with_name(f".{STATE}.tmp")
-            tmp.write_bytes(orjson.dumps(self.state))
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, self.path)
-        finally:
-            os.close(self.fd)

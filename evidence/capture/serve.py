@@ -54,15 +54,19 @@ from urllib.parse import urlsplit
 import orjson
 
 from evidence.archive.clock import iso
+from evidence.archive.exposition import scrape
 from evidence.archive.layout import ArchiveError, private_dir
 from evidence.archive.lock import Busy, CaptureLock
 from evidence.capture.config import Config
+from evidence.capture.own_metrics import Attempt, refused
 from evidence.capture.redact import MARK, redact_text, scrub
 from evidence.capture.runner import SEAL_MARGIN_S, Capture, Outcome, Stopped, Trigger
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9095
 PATHS = ("/", "/alertmanager")
+METRICS_PATH = "/metrics"  # GET: evidence's own metrics, as node-exporter's textfiles hold them
+EXPOSITION_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 JOURNAL = "alerts.jsonl"
 JOURNAL_MAX_BYTES = 8 * 2**20  # about 10,000 alerts; past it the journal is rotated
 ROTATED = f"{JOURNAL}.1"  # the one older generation kept
@@ -86,6 +90,7 @@ COOL_DOWN = "cool-down"  # the same fingerprint was taken for a capture less tha
 RATE_LIMITED = "rate-limited"  # a capture of this alertname started less than min_interval ago
 RECORDED = "resolved"  # a resolved alert: recorded, never captured
 DROPPED = "dropped"  # the queue was full
+REFUSALS = (COOL_DOWN, RATE_LIMITED, DROPPED)  # counted in evidence_triggers_refused_total
 
 
 def log(message: str) -> None:
@@ -501,8 +506,10 @@ class Recorder:
         retry_s: float = RETRY_S,
         lock_wait_s: float = 0,
         clock: Callable[[], float] = time.monotonic,
+        on_refused: Callable[[int], None] | None = None,
     ):
         self._capture = capture
+        self._on_refused = on_refused
         self._lock_holder = lock_holder
         self.lock_wait_s = lock_wait_s
         self.journal = journal
@@ -550,6 +557,9 @@ class Recorder:
                     }
                 )
             self._cond.notify_all()
+        turned_away = sum(action in REFUSALS for _, action, _ in decisions)
+        if turned_away and self._on_refused is not None:
+            self._on_refused(turned_away)
         return decisions
 
     def _decide(self, alert: Alert, record: dict[str, Any]) -> tuple[str, str]:
@@ -825,19 +835,30 @@ def capture_child(config: Config, root: Path, window_s: float, request: bytes) -
     doc = orjson.loads(request)
     trigger = Trigger(doc["kind"], doc["name"], doc["detail"], tuple(doc["alerts"]))
     signal.signal(signal.SIGTERM, _stop_capture)
+    attempt = Attempt(root, trigger.kind, config.metrics_textfile)
+
+    def counted(outcome: str, probes: dict[str, Any] | None = None) -> None:
+        for problem in attempt.done(outcome, probes):
+            log(problem)
+
     try:
         outcome = Capture(config, trigger, window_s, root, own_process=True).run()
     except Busy as exc:
+        counted("busy")
         return {"error": "busy", "reason": str(exc)}
     except ArchiveError as exc:
+        counted("failed")
         return {"error": "archive", "reason": str(exc)}
     except OSError as exc:
+        counted("failed")
         return {"error": "archive", "reason": _os_reason(exc)}
     except Stopped as exc:
+        counted("stopped")
         kept = getattr(exc, "partial", None)
         said = f"kept what was read as {kept}" if kept else "before anything was read"
         return {"error": "stopped", "reason": f"stopped by SIGTERM, {said}"}
     manifest = outcome.manifest
+    counted("complete" if manifest["complete"] else "incomplete", manifest["probes"])
     return {
         "path": str(outcome.path),
         "manifest": {k: manifest.get(k) for k in ("bundle_id", "complete", "partial_reason")},
@@ -928,6 +949,7 @@ class _HTTPServer(ThreadingHTTPServer):
     request_queue_size = 1024
     recorder: Recorder
     token_digest: bytes | None
+    root: Path
 
     def server_bind(self) -> None:
         # HTTPServer.server_bind asks the resolver for a fully qualified name, which on a
@@ -965,6 +987,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         path = urlsplit(self.path).path
+        if path == METRICS_PATH:
+            return self._metrics()
         if path not in PATHS:
             return self._refuse(404, f"no such path {path[:80]!r}; POST to /alertmanager")
         if self.command != "POST":
@@ -1007,6 +1031,16 @@ class _Handler(BaseHTTPRequestHandler):
             log(f"alert {name} {alert.status} [{fingerprint}]: {action}: {reason}")
         if len(decisions) > LOG_ALERTS:
             log(f"... and {len(decisions) - LOG_ALERTS} more alerts (see {JOURNAL})")
+
+    def _metrics(self) -> None:
+        """The archive's metrics parts; behind the same token as the webhook when one is set
+        (Prometheus' scrape_config takes it as `authorization: credentials_file`)."""
+        if self.command not in ("GET", "HEAD"):
+            return self._refuse(405, f"{self.command} is not allowed; GET", {"Allow": "GET"})
+        if not self._authorized():
+            return self._refuse(401, self._why_unauthorized(), {"WWW-Authenticate": "Bearer"})
+        body = scrape(self.server.root).encode()
+        self._send(200, body, EXPOSITION_TYPE, {}, f"{len(body)} bytes of metrics")
 
     def _length(self) -> int | None:
         """The declared body length, or None after answering 400/411."""
@@ -1065,20 +1099,24 @@ class _Handler(BaseHTTPRequestHandler):
         headers: dict[str, str] | None = None,
         note: str | None = None,
     ) -> None:
-        body = orjson.dumps(payload)
+        why = note if code == 200 else payload.get("error")
+        self._send(code, orjson.dumps(payload), "application/json", headers or {}, why)
+
+    def _send(
+        self, code: int, body: bytes, kind: str, headers: dict[str, str], why: str | None
+    ) -> None:
         if code != 200:
             self.close_connection = True
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         if self.close_connection:
             self.send_header("Connection", "close")
-        for name, value in (headers or {}).items():
+        for name, value in headers.items():
             self.send_header(name, value)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
-        why = note if code == 200 else payload.get("error")
         path = urlsplit(self.path).path[:80]
         log(f"{self.client_address[0]} {self.command} {path} {code}: {why}")
 
@@ -1126,6 +1164,7 @@ class Server:
             config.limits.min_interval_s,
             retry_s,
             config.limits.lock_wait_s,
+            on_refused=lambda n: self._refused(n, config.metrics_textfile),
         )
         host, port = listen
         cls = _HTTPServer6 if ":" in host else _HTTPServer
@@ -1134,11 +1173,16 @@ class Server:
         except OSError as exc:
             raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
         self.httpd.recorder = self.recorder
+        self.httpd.root = root
         self.httpd.token_digest = _digest(token) if token is not None else None
         self._thread = threading.Thread(
             target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
         )
         self._stopped = False
+
+    def _refused(self, count: int, textfile: str | None) -> None:
+        for problem in refused(self.root, "alert", textfile, count):
+            log(problem)
 
     @property
     def address(self) -> tuple[str, int]:

@@ -20,10 +20,17 @@ from typing import Any
 import click
 import orjson
 
-from evidence.archive.layout import REPORTS
+from evidence.archive.layout import REPORTS, resolve_root
 from evidence.cli.exits import Exit, epilog, fail
 from evidence.cli.group import main
-from evidence.cli.options import archive_options, root_of
+from evidence.cli.options import (
+    archive_options,
+    config_of,
+    root_of,
+    textfile_of,
+    textfile_option,
+    warn,
+)
 
 READ_WAIT_S = 10.0
 # What one `evidence sql` may spend: the analyst's box is often the one that is failing.
@@ -124,6 +131,7 @@ def _host(con: Any, host: str | None) -> str:
     help="Ingest every bundle into a new database file that takes the old one's place; "
     "the old file is kept beside it, renamed.",
 )
+@textfile_option
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @_guarded
 def ingest(
@@ -132,6 +140,7 @@ def ingest(
     config_path: str | None,
     wait_s: float,
     rebuild: bool,
+    textfile: str | None,
     as_json: bool,
 ) -> None:
     """Bring new bundles into the archive's DuckDB file.
@@ -148,14 +157,19 @@ def ingest(
     from evidence.analyze.ingest import Locked, Unwritable
     from evidence.analyze.ingest import ingest as run_ingest
     from evidence.analyze.ingest import rebuild as run_rebuild
+    from evidence.analyze.own_metrics import ingested, verdicts
     from evidence.archive.layout import ArchiveError
+    from evidence.capture.own_metrics import archived
 
-    root = root_of(archive, config_path)
+    config = config_of(config_path)
+    root = resolve_root(archive, config.archive)
+    textfile = textfile_of(textfile, config)
     for path in paths:
         if not path.exists():
             fail(f"{path}: no such file or directory", Exit.USAGE)
     progress = _progress if sys.stderr.isatty() and not as_json else None
     kept = None
+    started = time.monotonic()
     try:
         if rebuild:
             summary, kept = run_rebuild(root, paths, wait_s=wait_s, progress=progress)
@@ -175,6 +189,10 @@ def ingest(
         click.echo(summary.line())
     if kept is not None:
         click.echo(f"rebuilt the archive database; the old one is kept as {kept}", err=True)
+    con = _reader(root)
+    took = time.monotonic() - started
+    warn(ingested(con, root, summary, took, textfile) + verdicts(con, root, textfile))
+    warn(archived(root, textfile))
     sys.exit(Exit.QUARANTINED if summary.quarantined else Exit.OK)
 
 
@@ -512,12 +530,22 @@ def _ingested(con: Any, path: Path) -> tuple[str] | None:
     return con.execute("SELECT bundle_id FROM bundles WHERE bundle_id = ?", [bundle_id]).fetchone()
 
 
+NO_NOTIFY = click.option(
+    "--no-notify",
+    is_flag=True,
+    help="Do not post the verdict to the Alertmanager of the config's [notify].",
+)
+
+
 @main.command()
 @click.argument("bundle")
 @archive_options
+@NO_NOTIFY
 @click.option("--json", "as_json", is_flag=True, help="The classification contract as JSON.")
 @_guarded
-def classify(bundle: str, archive: str | None, config_path: str | None, as_json: bool) -> None:
+def classify(
+    bundle: str, archive: str | None, config_path: str | None, no_notify: bool, as_json: bool
+) -> None:
     """Name the fault of a bundle, and show the working.
 
     BUNDLE is a bundle directory, a bundle id, or `latest`; it is ingested first if it
@@ -526,19 +554,54 @@ def classify(bundle: str, archive: str | None, config_path: str | None, as_json:
     bundles, and listed with the evidence for and against, what was not measured and
     what would settle it. The verdict is a fault id, `ambiguous`, `no-fault` or
     `insufficient-evidence`.
+
+    With [notify] alertmanager configured, an incident's verdict is posted there as the
+    alert EvidenceVerdict (see --no-notify); each host's last verdict is also written
+    to evidence's own metrics.
     """
     from evidence.analyze.classify import classify as run_classify
     from evidence.reports.render import classification
     from evidence.reports.text import printable
 
-    root = root_of(archive, config_path)
+    config = config_of(config_path)
+    root = resolve_root(archive, config.archive)
     bundle_id = _resolve(root, bundle)
     con = _reader(root)
     result = run_classify(con, bundle_id)
+    page = root / REPORTS / f"{bundle_id}.html"
+    _tell(con, root, config, bundle_id, page if page.exists() else None, not no_notify)
     if as_json:
         click.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
     else:
         click.echo(printable(classification(result)), nl=False)
+
+
+def _tell(
+    con: Any, root: Path, config: Any, bundle_id: str, page: Path | None, notify: bool
+) -> None:
+    """After a verdict: each host's last verdict into the metrics, and this one to the
+    configured Alertmanager. Neither failing fails the command: the verdict is printed."""
+    from evidence.analyze.incident import profile
+    from evidence.analyze.notify import NotifyError, post, verdict_alert, worth_posting
+    from evidence.analyze.own_metrics import verdicts
+
+    warn(verdicts(con, root, textfile_of(None, config)))
+    url = config.notify_alertmanager
+    incident = profile(con, bundle_id)
+    if not notify or url is None or not worth_posting(incident):
+        return
+    (path,) = con.execute("SELECT path FROM bundles WHERE bundle_id = ?", [bundle_id]).fetchone()
+    try:
+        manifest = orjson.loads((Path(path) / "manifest.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        manifest = {}  # pruned since: the verdict still goes, without the alert's labels
+    report = str(page) if page else f"not written yet: evidence report {bundle_id}"
+    try:
+        post(url, verdict_alert(incident, manifest, report))
+    except NotifyError as exc:
+        warn([str(exc)])
+        return
+    click.echo(f"evidence: posted {incident.verdict} on {incident.host} to {url}", err=True)
 
 
 def _bundle(root: Path, bundle: str) -> tuple[Any, str]:
@@ -719,6 +782,7 @@ def _write_report(root: Path, target: Path, data: dict[str, Any]) -> None:
     help="Where to write the bundle's page (default: <archive>/reports/<bundle id>.html).",
 )
 @archive_options
+@NO_NOTIFY
 @click.option("--json", "as_json", is_flag=True, help="Print the pages written as JSON.")
 @_guarded
 def report(
@@ -727,6 +791,7 @@ def report(
     out: Path | None,
     archive: str | None,
     config_path: str | None,
+    no_notify: bool,
     as_json: bool,
 ) -> None:
     """An HTML report of BUNDLE: the verdict and candidates, the graphs (memory, GPU per
@@ -735,7 +800,8 @@ def report(
 
     With --index, the archive's index page (every incident by host and date, with its
     verdict), and a report for each incident that has none yet. Pages are single
-    self-contained files: no script, no font, no network.
+    self-contained files: no script, no font, no network. A BUNDLE's verdict is posted
+    to the configured Alertmanager with the page's path, as `classify` does.
     """
     from evidence.analyze.report import index
     from evidence.analyze.report import report as build
@@ -743,7 +809,8 @@ def report(
 
     if bundle is None and not with_index:
         raise click.UsageError("name a BUNDLE, or ask for the --index")
-    root = root_of(archive, config_path)
+    config = config_of(config_path)
+    root = resolve_root(archive, config.archive)
     pages = root / REPORTS
     written = []
     try:
@@ -752,6 +819,7 @@ def report(
             target = out or pages / f"{bundle_id}.html"
             _write_report(root, target, build(con, bundle_id))
             written.append(str(target))
+            _tell(con, root, config, bundle_id, target.absolute(), not no_notify)
         if with_index:
             if bundle is None:
                 _resolve(root, "latest")  # the archive's new bundles, ingested first

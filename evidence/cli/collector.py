@@ -19,12 +19,20 @@ from evidence.archive.lock import INGEST_LOCK, Busy, CaptureLock
 from evidence.capture.checks import run_all as run_checks
 from evidence.capture.config import MAX_WINDOW_S, Config
 from evidence.capture.manifest import TRIGGER_KINDS
+from evidence.capture.own_metrics import Attempt, archived, checked, refused
 from evidence.capture.ratelimit import Limited, admit, undo
 from evidence.capture.redact import redact_text, scrub
 from evidence.capture.runner import Capture, Outcome, Stopped, Trigger
 from evidence.cli.exits import Exit, epilog, fail
 from evidence.cli.group import main
-from evidence.cli.options import archive_options, config_of, window_of
+from evidence.cli.options import (
+    archive_options,
+    config_of,
+    textfile_of,
+    textfile_option,
+    warn,
+    window_of,
+)
 
 if TYPE_CHECKING:  # prune's types: the modules are imported only by the commands that use them
     from evidence.capture.retention import Bundle
@@ -74,6 +82,7 @@ def parse_trigger(text: str, detail: str | None) -> Trigger:
 )
 @click.option("--detail", metavar="TEXT", help="Free text recorded with the trigger.")
 @archive_options
+@textfile_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress and no summary; errors only.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest summary as JSON.")
 def capture(
@@ -82,6 +91,7 @@ def capture(
     detail: str | None,
     archive: str | None,
     config_path: str | None,
+    textfile: str | None,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -105,6 +115,7 @@ def capture(
         resolve_root(archive, config.archive),
         progress,
         own_process=True,
+        textfile=textfile_of(textfile, config),
     )
     manifest = outcome.manifest
     if as_json:
@@ -123,12 +134,18 @@ def capture(
     help="Window of the bundle captured on a failure (default: window_s, or 30).",
 )
 @archive_options
+@textfile_option
 @click.option("--verbose", "-v", is_flag=True, help="Print every check, passed or not.")
 @click.option(
     "--json", "as_json", is_flag=True, help="Report every check (and any bundle) as JSON."
 )
 def check(
-    window: float | None, archive: str | None, config_path: str | None, verbose: bool, as_json: bool
+    window: float | None,
+    archive: str | None,
+    config_path: str | None,
+    textfile: str | None,
+    verbose: bool,
+    as_json: bool,
 ) -> None:
     """Run the configured health checks; on a failure, capture a bundle.
 
@@ -143,7 +160,14 @@ def check(
     if not config.checks:
         fail(f"no [[checks]] configured in {config.source or 'any configuration file'}", Exit.USAGE)
     window_s = window_of(window, config)
+    textfile = textfile_of(textfile, config)
+    root = resolve_root(archive, config.archive)
     results = run_checks(config.checks)
+    try:
+        private_dir(root)
+        warn(checked(root, results, textfile))
+    except ArchiveError as exc:  # the capture that follows a failure says it again
+        warn([str(exc)])
     failed = [r for r in results if not r["ok"]]
     report: dict[str, Any] = {"ok": not failed, "checks": results, "bundle": None}
     if failed:
@@ -158,10 +182,11 @@ def check(
                 config,
                 trigger,
                 window_s,
-                resolve_root(archive, config.archive),
+                root,
                 None,
                 Exit.CHECK_FAILED,
                 health=results,
+                textfile=textfile,
             )
             report["bundle"] = str(outcome.path)
         finally:
@@ -198,19 +223,27 @@ def _run_capture(
     code: Exit | None = None,
     health: list[dict[str, Any]] | None = None,
     own_process: bool = False,
+    textfile: str | None = None,
 ) -> Outcome:
-    """Capture, or end with one line: `code` overrides the capture's own exit status."""
+    """Capture, or end with one line: `code` overrides the capture's own exit status.
+    Every attempt, refused or not, is counted in evidence's own metrics."""
     signal.signal(signal.SIGTERM, _stop)
     try:
         # Refused here, before the capture lock: a flood of triggers costs a file lock each.
         private_dir(root)
         trigger.skipped = admit(root, trigger.kind, trigger.name, config.limits.min_interval_s)
     except Limited as exc:
+        warn(refused(root, trigger.kind, textfile))
         fail(str(exc), code or Exit.LIMITED)
     except ArchiveError as exc:
         fail(str(exc), code or Exit.UNWRITABLE)
     except OSError as exc:
         fail(f"{exc.filename or root}: {exc.strerror}", code or Exit.UNWRITABLE)
+    attempt = Attempt(root, trigger.kind, textfile)
+
+    def counted(outcome: str, probes: dict[str, Any] | None = None) -> None:
+        warn(attempt.done(outcome, probes))
+
     try:
         try:
             outcome = Capture(
@@ -227,6 +260,7 @@ def _run_capture(
                 undo(root, trigger.kind, trigger.name)
             raise
     except Stopped as exc:
+        counted("stopped")
         kept = getattr(exc, "partial", None)
         fail(
             f"stopped by SIGTERM; kept what was captured as {kept}"
@@ -235,15 +269,20 @@ def _run_capture(
             code or Exit.STOPPED,
         )
     except Busy as exc:
+        counted("busy")
         fail(
             f"another capture is running ({exc}); waited {config.limits.lock_wait_s:g} s, "
             "not stacking a second one",
             code or Exit.BUSY,
         )
     except ArchiveError as exc:
+        counted("failed")
         fail(str(exc), code or Exit.UNWRITABLE)
     except OSError as exc:
+        counted("failed")
         fail(f"{exc.filename or root}: {exc.strerror}", code or Exit.UNWRITABLE)
+    manifest = outcome.manifest
+    counted("complete" if manifest["complete"] else "incomplete", manifest["probes"])
     if progress:
         click.echo("", err=True)
     for path in outcome.recovered:
@@ -351,7 +390,8 @@ def prune(
     if keep_days is None and max_size is None:
         raise click.UsageError("say what to keep: --keep-days, --max-size, or both")
     max_bytes = _size(max_size) if max_size else None
-    root = resolve_root(archive, config_of(config_path).archive)
+    config = config_of(config_path)
+    root = resolve_root(archive, config.archive)
     if not _archive_exists(root):
         # The hourly timer may run before the first capture has made the archive; prune
         # does not make it.
@@ -361,6 +401,8 @@ def prune(
             click.echo(f"no archive at {root} yet: nothing to prune")
         return
     bundles, gone, held = _prune_bundles(root, keep_days, max_bytes, dry_run)
+    if gone and not dry_run:
+        warn(archived(root, textfile_of(None, config)))
     trimmed, failure = None, None
     if keep_days is not None and not dry_run:
         trimmed, failure = _trim_journal(root, keep_days)

@@ -46,3 +46,29 @@ def window_of(window: float | None, config: Config) -> float:
     if window is not None and not math.isfinite(window):
         raise click.BadParameter("must be a finite number of seconds", param_hint="--window")
     return config.window_s if window is None else window
+
+
+def textfile_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--textfile: node-exporter's textfile directory for evidence's own metrics."""
+    return click.option(
+        "--textfile",
+        metavar="DIR",
+        help="Also write evidence's own metrics into DIR for node-exporter's textfile "
+        "collector (default: the config's [metrics] textfile).",
+    )(fn)
+
+
+def textfile_of(textfile: str | None, config: Config) -> str | None:
+    """The textfile directory to write, or one line and status 2 when it is not one: a
+    typo would otherwise leave the metrics silently unwritten."""
+    chosen = textfile or config.metrics_textfile
+    if chosen is not None and not Path(chosen).is_dir():
+        where = "--textfile" if textfile else "[metrics] textfile"
+        fail(f"{where}: {chosen}: not a directory", Exit.USAGE)
+    return chosen
+
+
+def warn(problems: list[str]) -> None:
+    """What could not be written besides the command's work: said, never fatal."""
+    for problem in problems:
+        click.echo(f"evidence: warning: {problem}", err=True)

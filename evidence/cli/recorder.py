@@ -10,7 +10,7 @@ import click
 from evidence.archive.layout import ArchiveError, resolve_root
 from evidence.cli.exits import Exit, epilog, fail
 from evidence.cli.group import main
-from evidence.cli.options import archive_options, config_of
+from evidence.cli.options import archive_options, config_of, textfile_of, textfile_option
 
 
 @main.command(
@@ -36,12 +36,14 @@ from evidence.cli.options import archive_options, config_of
 )
 @click.option("--quiet", "-q", is_flag=True, help="Say nothing but errors.")
 @archive_options
+@textfile_option
 def record(
     for_s: float | None,
     ring_size: int | None,
     quiet: bool,
     archive: str | None,
     config_path: str | None,
+    textfile: str | None,
 ) -> None:
     """Keep the last hours of this machine in a fixed-size ring.
 
@@ -60,13 +62,14 @@ def record(
 
     config = config_of(config_path)
     root = resolve_root(archive, config.archive)
+    textfile = textfile_of(textfile, config)
 
     def say(text: str) -> None:
         if not quiet:
             click.echo(f"evidence record: {text}", err=True)
 
     try:
-        recorder = Recorder(config, root, ring_size and ring_size * 2**20, say)
+        recorder = Recorder(config, root, ring_size and ring_size * 2**20, say, textfile)
     except (ArchiveError, RingError) as exc:
         fail(str(exc), Exit.UNWRITABLE)
     try:

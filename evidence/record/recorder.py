@@ -26,6 +26,7 @@ from evidence.archive.recorder import HISTORY_SUFFIX, RING
 from evidence.capture.config import Config
 from evidence.capture.probes import Context, ordered
 from evidence.capture.redact import scrub
+from evidence.record.own_metrics import METRICS_EVERY_S, recorded
 from evidence.record.ring import Ring
 from evidence.record.sources import Source
 from evidence.record.triggers import Triggers
@@ -75,8 +76,9 @@ class Recorder:
         root: Path,
         ring_bytes: int | None = None,
         say: Callable[[str], None] | None = None,
+        textfile: str | None = None,
     ):
-        self.config, self.root = config, root
+        self.config, self.root, self.textfile = config, root, textfile
         self.settings = config.recorder
         private_dir(root)
         self.ring = Ring(root / RING, ring_bytes or self.settings.ring_bytes)
@@ -86,6 +88,8 @@ class Recorder:
         self.sources: list[Source] = []
         self.capture: subprocess.Popen[bytes] | None = None
         self.started = time.time()
+        self.readings: dict[str, int] = {}
+        self.captures: dict[str, int] = {}
 
     def start(self) -> None:
         ctx = Context(config=self.config, started=time.time(), root=self.root)
@@ -98,6 +102,7 @@ class Recorder:
         """Record until stop is set (SIGTERM) or for_s seconds have passed."""
         until = None if for_s is None else time.monotonic() + for_s
         synced = time.monotonic()
+        told = synced - METRICS_EVERY_S
         while not stop.is_set() and (until is None or time.monotonic() < until):
             now = time.monotonic()
             for source in self.sources:
@@ -108,6 +113,9 @@ class Recorder:
                 with self.lock:
                     self.ring.sync()
                 synced = now
+            if now - told >= METRICS_EVERY_S:
+                self._tell(up=True)
+                told = now
             self._reap()
             stop.wait(TICK_S)
 
@@ -116,6 +124,7 @@ class Recorder:
             line = orjson.dumps(scrub({"t": iso(t), **slim(name, record)}))
             with self.lock:
                 self.ring.append(t, name.encode() + b"\t" + line)
+            self.readings[name] = self.readings.get(name, 0) + 1
         reason = getattr(self.triggers, name, lambda t, r: None)(t, record)
         if reason:
             self._capture(reason)
@@ -129,7 +138,10 @@ class Recorder:
         argv += ["--trigger", f"recorder:{reason}", "--archive", str(self.root)]
         if self.config.source:
             argv += ["--config", self.config.source]
+        if self.textfile:
+            argv += ["--textfile", self.textfile]
         self.say(f"capturing: {reason}")
+        self.captures[reason] = self.captures.get(reason, 0) + 1
         self.capture = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
 
     def _reap(self) -> None:
@@ -172,7 +184,16 @@ class Recorder:
         files = [(f"{n}{HISTORY_SUFFIX}", b"\n".join(ls) + b"\n") for n, ls in lines.items()]
         return head, files
 
+    def _tell(self, up: bool) -> None:
+        with self.lock:
+            oldest = self.ring.index[0].t if self.ring.index else None
+        sources = {s.name: s.state() for s in self.sources}
+        said = recorded(self.root, self.textfile, up, sources, self.readings, self.captures, oldest)
+        for problem in said:
+            self.say(problem)
+
     def close(self) -> None:
+        self._tell(up=False)
         for source in self.sources:
             source.close()
         with self.lock:
