@@ -847,7 +847,7 @@ def report(
         click.echo("\n".join(written))
 
 
-@main.command()
+@main.command(epilog=epilog(Exit.NOT_FIRED, Exit.USAGE, ok="written; no rule shown silent"))
 @click.argument("bundle")
 @click.option("--fault", metavar="ID", help="The fault to guard (default: the bundle's verdict).")
 @click.option(
@@ -875,10 +875,17 @@ def guardrail(
     A rule over a metric nobody publishes would be silent in exactly the way a healthy
     machine is silent: such a rule is skipped, and the file says what it needed. Load
     the file with Prometheus' rule_files and check it with `promtool check rules`.
+
+    Where promtool is installed, each rule is replayed on the bundle's own Prometheus
+    history: it says how long before the failure the rule would have fired, or that it
+    would not have (exit 11). With --out FILE, FILE.test.yml is written beside it, a
+    `promtool test rules` file that expects each alert when it first fired on this
+    history; it is run at once.
     """
     from evidence.analyze.classify import catalog
     from evidence.analyze.guardrail import guardrail as build
     from evidence.analyze.incident import NOT_FAULTS, profile
+    from evidence.analyze.rule_test import prove
     from evidence.reports.render import rules_file
 
     root = root_of(archive, config_path)
@@ -891,9 +898,16 @@ def guardrail(
         raise click.BadParameter(f"unknown fault {fault!r}", param_hint="--fault")
     result = build(con, bundle_id, fault)
     text = rules_file(result)
+    proof = prove(con, bundle_id, result, text) if result["rules"] else None
+    result["proof"] = [vars(p) for p in proof.proofs] if proof else []
+    tested = None
     if out is not None:
         try:
             _write_page(out, text)
+            if proof and proof.checks():
+                tested = out.with_name(f"{out.stem}.test.yml")
+                document = proof.document(out.name)
+                _write_page(tested, orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())
         except OSError as exc:
             fail(f"{out}: cannot write the rule file: {exc.strerror}", Exit.USAGE)
     if as_json:
@@ -907,3 +921,27 @@ def guardrail(
             click.echo(f"  skipped {item['alert']}: {item['reason']}")
         for setting in result["settings"]:
             click.echo(f"  setting, {setting['tool']}: {setting['where']}")
+    _report_proof(proof, tested, as_json)
+
+
+def _report_proof(proof: Any, tested: Path | None, as_json: bool) -> None:
+    """Each rule's replay in one line (stderr: the rule file may be on stdout), promtool's
+    run of the written test, and exit 11 when a rule would have stayed silent."""
+    from evidence.analyze.rule_test import promtool, run
+
+    if proof is None:
+        if not as_json:
+            click.echo(
+                "  proof: the bundle holds no Prometheus history of these rules' metrics", err=True
+            )
+        return
+    if not as_json:
+        for item in proof.proofs:
+            click.echo(f"  proof: {item.said}", err=True)
+    if tested is not None and promtool() is not None:
+        answer = run(tested)
+        verdict = "passes" if answer.returncode == 0 else "FAILS"
+        if not as_json:
+            click.echo(f"  promtool test rules {tested}: {verdict}", err=True)
+    if any(item.status == "silent" for item in proof.proofs):
+        sys.exit(Exit.NOT_FIRED)

@@ -23,6 +23,7 @@ class Exit(IntEnum):
     QUARANTINED = 8
     CHECK_FAILED = 9
     NOTHING_TO_COMPARE = 10
+    NOT_FIRED = 11
     STOPPED = 143  # 128 + SIGTERM, as a shell reports it
 
 
@@ -46,6 +47,8 @@ EXITS = {
     Exit.CHECK_FAILED: "a health check failed; a bundle was captured unless another capture "
     "held the archive",
     Exit.NOTHING_TO_COMPARE: "nothing to compare with: no earlier incident, or no healthy baseline",
+    Exit.NOT_FIRED: "a guard rail's rule would not have fired before the failure, replayed by "
+    "promtool on the bundle's own Prometheus history",
     Exit.STOPPED: "stopped by SIGTERM; what was read is kept as a -partial bundle",
 }
 
