@@ -51,6 +51,14 @@ def _incident(tmp_path, falls_at: float | None) -> str:
     return orjson.loads((bundle / "manifest.json").read_bytes())["bundle_id"]
 
 
+def _promtool_test(test_file) -> subprocess.CompletedProcess:
+    """The written test run by hand, as a rules repository's CI would."""
+    return subprocess.run(
+        ["promtool", "test", "rules", test_file.name], cwd=test_file.parent,
+        capture_output=True, text=True,
+    )  # fmt: skip
+
+
 def _guardrail(tmp_path, bundle_id: str) -> subprocess.CompletedProcess:
     out = tmp_path / "guard" / "host-exhaustion.yml"
     return run_evidence(
@@ -68,10 +76,7 @@ def test_a_rule_that_would_have_fired_40_minutes_before_is_proven_by_promtool(tm
     test_file = tmp_path / "guard" / "host-exhaustion.test.yml"
     assert f"promtool test rules {test_file}: passes" in result.stderr
     # The written file stands on its own: promtool, run by hand, passes it too...
-    rerun = subprocess.run(
-        ["promtool", "test", "rules", test_file.name], cwd=test_file.parent,
-        capture_output=True, text=True,
-    )  # fmt: skip
+    rerun = _promtool_test(test_file)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     document = json.loads(test_file.read_text())
     (group,) = document["tests"]
@@ -88,10 +93,7 @@ def test_a_rule_that_would_have_fired_40_minutes_before_is_proven_by_promtool(tm
     rules = (tmp_path / "guard" / "host-exhaustion.yml").read_text()
     assert "< 0.05" in rules
     (tmp_path / "guard" / "host-exhaustion.yml").write_text(rules.replace("< 0.05", "< 0.01"))
-    loosened = subprocess.run(
-        ["promtool", "test", "rules", test_file.name], cwd=test_file.parent,
-        capture_output=True, text=True,
-    )  # fmt: skip
+    loosened = _promtool_test(test_file)
     assert loosened.returncode == 1 and "HostMemoryLow" in loosened.stdout + loosened.stderr
 
 
@@ -104,10 +106,7 @@ def test_a_rule_whose_metric_never_crossed_is_said_silent_and_its_test_fails(tmp
     assert "would not have fired" in line and "never fired before the failure" in line
     test_file = tmp_path / "guard" / "host-exhaustion.test.yml"
     assert f"promtool test rules {test_file}: FAILS" in result.stderr
-    rerun = subprocess.run(
-        ["promtool", "test", "rules", test_file.name], cwd=test_file.parent,
-        capture_output=True, text=True,
-    )  # fmt: skip
+    rerun = _promtool_test(test_file)
     assert rerun.returncode == 1 and "got:[]" in (rerun.stdout + rerun.stderr).replace(" ", "")
 
 
