@@ -11,7 +11,7 @@ a traceback.
 
 import os
 
-from evidence.cli import analyst, collector, paths, recorder, serve  # noqa: F401  (attach the commands)
+from evidence.cli import analyst, collector, pack, paths, recorder, serve  # noqa: F401  (attach the commands)
 from evidence.cli.exits import Exit, fail
 from evidence.cli.group import main
 

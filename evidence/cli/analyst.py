@@ -150,6 +150,10 @@ def ingest(
     schemas/ first; a broken one is listed in quarantine.jsonl with its reason and left
     untouched. Ingesting a bundle twice changes nothing. Bundles are never modified.
 
+    A PATH may be a pack (`evidence pack`): it is unpacked into the archive's
+    bundles/<host>/, then ingested like a bundle. A file that is not a pack of one bundle
+    (a link, a path out of its directory, too big) is refused in one line.
+
     With --rebuild (for a damaged database), the bundles on disk and the PATHS given are
     ingested into a new file; the old one is renamed evidence.duckdb.before-rebuild-<time>,
     never deleted, as it still holds the bundles pruned since they were ingested.
@@ -160,6 +164,7 @@ def ingest(
     from evidence.analyze.own_metrics import ingested, verdicts
     from evidence.archive.layout import ArchiveError
     from evidence.capture.own_metrics import archived
+    from evidence.cli.pack import unpacked
 
     config = config_of(config_path)
     root = resolve_root(archive, config.archive)
@@ -167,9 +172,10 @@ def ingest(
     for path in paths:
         if not path.exists():
             fail(f"{path}: no such file or directory", Exit.USAGE)
+    started = time.monotonic()
+    paths = unpacked(root, paths)
     progress = _progress if sys.stderr.isatty() and not as_json else None
     kept = None
-    started = time.monotonic()
     try:
         if rebuild:
             summary, kept = run_rebuild(root, paths, wait_s=wait_s, progress=progress)
