@@ -315,3 +315,24 @@ def test_metrics_that_cannot_be_written_never_fail_the_capture(tmp_path):
     # node-exporter still gets what needs no count kept in the archive.
     assert "evidence_archive_bundles" in (textfile / "evidence_archive.prom").read_text()
     assert os.path.isfile(blocked)
+
+
+def test_serve_counts_the_alerts_it_turns_away_and_its_captures(tmp_path):
+    from test_serve import alert, payload, post
+
+    archive = tmp_path / "archive"
+    serve = Server(load(str(_config(tmp_path))), archive, ("127.0.0.1", 0), None, 600)
+    serve.start()
+    try:
+        firing = alert("GatewayDown", "0123456789abcdef")
+        assert post(serve.url, payload(firing))[0] == 200
+        deadline = time.monotonic() + 120
+        while not (serve.recorder.idle and (archive / "metrics" / "archive.prom").exists()):
+            assert time.monotonic() < deadline, "no capture"
+            time.sleep(0.1)
+        assert post(serve.url, payload(firing))[0] == 200  # the same alert: cool-down
+    finally:
+        serve.stop()
+    counted = samples(scrape(archive))
+    assert counted['evidence_captures_total{outcome="complete",trigger="alert"}'] == 1
+    assert counted['evidence_triggers_refused_total{trigger="alert"}'] == 1
