@@ -8,7 +8,9 @@ fire (each answer is a failure of a test that expected none); the last firing st
 that began before the failure is the rule's proof, and its first moment is how early
 it would have fired. The file written then expects exactly that alert at that moment,
 so it passes while the rule still fires on this history, and fails the day someone
-loosens the rule (or, for a rule that never fired, says so at once).
+loosens the rule (or, for a rule that never fired, says so at once). A bundle that shows
+no failure (a baseline) is replayed up to its capture: its silence is told, not a proof
+that failed.
 
 Invariants: reading only; promtool runs with a timeout; a rule whose metrics the
 history does not hold by name is not provable here and is said, never counted as a
@@ -49,7 +51,8 @@ class Proof:
 class RuleTest:
     start: float  # unix time of the history's first point
     step_s: int
-    failure_at: float  # unix time
+    failure_at: float  # unix time: the failure, or the capture where none is seen
+    failed: bool  # the bundle shows a failure; else the replay runs up to the capture
     series: list[dict[str, str]]
     proofs: list[Proof]
 
@@ -197,9 +200,11 @@ def prove(
     start = min(min(points) for points in found.values())
     step = _step(found)
     incident = profile(con, bundle_id)
-    failure_at = incident.result["context"].get("failed_at") or incident.started_at.timestamp()
+    failed_at = incident.result["context"].get("failed_at")
+    failure_at = failed_at or incident.started_at.timestamp()
     end = max(failure_at, max(max(points) for points in found.values()))
-    test = RuleTest(start, step, failure_at, _series(found, start, step, end), [])
+    series = _series(found, start, step, end)
+    test = RuleTest(start, step, failure_at, failed_at is not None, series, [])
     names = list(dict.fromkeys(rule["alert"] for rule in result["rules"]))
     for name in names:
         needs = {m for rule in result["rules"] if rule["alert"] == name for m in rule["metrics"]}
@@ -239,13 +244,14 @@ def _replay(test: RuleTest, rules_text: str) -> None:
             proof.said = f"{proof.alert}: promtool could not replay it: {last}"
         return
     got = _parse_failures(said)
+    moment = "the failure" if test.failed else "the capture (this bundle shows no failure)"
     for proof in probes:
         firing = sorted(t for (name, t), alerts in got.items() if name == proof.alert and alerts)
         if not firing:
             proof.status = "silent"
             proof.said = (
                 f"{proof.alert}: would not have fired: on this history it never fired before "
-                f"the failure ({_when(upto)} of history replayed)"
+                f"{moment} ({_when(upto)} of history replayed)"
             )
             continue
         begun = firing[-1]  # the start of the last stretch that began before the failure
@@ -256,6 +262,5 @@ def _replay(test: RuleTest, rules_text: str) -> None:
         proof.status, proof.fired_at = "fired", begun
         proof.alerts = got[(proof.alert, begun)]
         still = firing[-1] >= upto - max(test.step_s, EVALUATION_INTERVAL_S)
-        proof.said = f"{proof.alert}: would have fired {_when(upto - begun)} before the failure" + (
-            "" if still else ", and stopped before it"
-        )
+        proof.said = f"{proof.alert}: would have fired {_when(upto - begun)} before {moment}"
+        proof.said += "" if still else ", and stopped before it"

@@ -158,7 +158,11 @@ def archived(root: Path, textfile: str | None) -> list[str]:
     )
     counts: dict[str, float] = {}
     total = 0
-    for bundle in inventory(root):
+    try:
+        found = inventory(root)
+    except OSError as exc:
+        return [f"{root}: cannot count the archive's bundles: {exc.strerror}"]
+    for bundle in found:
         counts[bundle.host] = counts.get(bundle.host, 0) + 1
         total += bundle.size
     bundles.each("host", counts)

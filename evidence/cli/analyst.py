@@ -949,5 +949,5 @@ def _report_proof(proof: Any, tested: Path | None, as_json: bool) -> None:
         verdict = "passes" if answer.returncode == 0 else "FAILS"
         if not as_json:
             click.echo(f"  promtool test rules {tested}: {verdict}", err=True)
-    if any(item.status == "silent" for item in proof.proofs):
+    if proof.failed and any(item.status == "silent" for item in proof.proofs):
         sys.exit(Exit.NOT_FIRED)

@@ -242,7 +242,9 @@ def _run_capture(
     attempt = Attempt(root, trigger.kind, textfile)
 
     def counted(outcome: str, probes: dict[str, Any] | None = None) -> None:
-        warn(attempt.done(outcome, probes))
+        said = attempt.done(outcome, probes)
+        if probes is not None:  # a failed capture's one line says what the archive lacks
+            warn(said)
 
     try:
         try:
