@@ -127,3 +127,38 @@ def test_without_history_the_rule_file_is_still_written_and_nothing_is_claimed(t
         assert json.loads(result.stdout)["proof"] == []
     else:
         assert "no Prometheus history" in result.stderr and "groups:" in result.stdout
+
+
+def test_dcgm_memory_the_collector_asked_in_bytes_is_read_back_and_proven(tmp_path):
+    """The probe asks `DCGM_FI_DEV_FB_USED * 1024 * 1024` (and used + free for the total):
+    Prometheus drops the metric name, so the rule's DCGM series are read back from them."""
+    _promtool()
+    gpu = {"gpu": "0", "UUID": "GPU-1", "instance": "box:9400", "job": "dcgm"}
+    b = base("rtx-9").gpu("NVIDIA RTX 6000 Ada", total=48 * GIB, used=46 * GIB, unified=False)
+    b.trigger = ("alert", "GatewayDown", None)
+
+    def used(t: float) -> float:  # creeping from 30 GiB; past 90 % of 48 GiB at 01:55
+        return min(47 * GIB, 30 * GIB + max(0.0, t - (AT - 6 * 3600)) * (14 * GIB / (5 * 3600)))
+
+    series = {
+        "accelerator_memory_used": [(gpu, [(t, used(t)) for t in HISTORY])],
+        "accelerator_memory_total": [(gpu, [(t, 48 * GIB) for t in HISTORY])],
+    }
+    bundle = prometheus(b, series).write(tmp_path)
+    assert bundle_errors(bundle) == []
+    assert not ingest(tmp_path).quarantined
+    bundle_id = orjson.loads((bundle / "manifest.json").read_bytes())["bundle_id"]
+    out = tmp_path / "guard" / "creep.yml"
+    result = run_evidence(
+        "guardrail", bundle_id, "--archive", str(tmp_path), "--fault", "context-creep",
+        "--out", str(out), timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if "AcceleratorMemoryHigh:" in x]
+    assert "would have fired" in line and "before the failure" in line, line
+    document = json.loads(out.with_name("creep.test.yml").read_text())
+    names = {s["series"].split("{")[0] for s in document["tests"][0]["input_series"]}
+    assert {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"} <= names
+    (free,) = [s for s in document["tests"][0]["input_series"] if "FB_FREE" in s["series"]]
+    assert free["values"].split()[0] == str(18 * 1024)  # MiB, as dcgm-exporter publishes
+    assert _promtool_test(out.with_name("creep.test.yml")).returncode == 0

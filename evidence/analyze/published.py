@@ -85,22 +85,29 @@ def operands(expr: str) -> list[str]:
     return [p.strip() for p in parts]
 
 
-def _inferred(query: str, expr: str, named: set[str]) -> tuple[list[str], str | None]:
-    """The metrics behind a query's nameless series, or none and why not."""
+def nameless_operand(expr: str, named: set[str]) -> tuple[str | None, int]:
+    """The operand of `expr` behind its series without a metric name, when exactly one can
+    be (None otherwise), and how many could."""
     left = [p for p in operands(expr) if not set(metric_names(p)) <= named]
     computed = [p for p in left if not _BARE.fullmatch(p)]
     left = computed or left  # Prometheus keeps __name__ on a bare selector
-    if len(left) != 1:
+    return (left[0] if len(left) == 1 else None), len(left)
+
+
+def _inferred(query: str, expr: str, named: set[str]) -> tuple[list[str], str | None]:
+    """The metrics behind a query's nameless series, or none and why not."""
+    operand, count = nameless_operand(expr, named)
+    if operand is None:
         return [], (
-            f"query {query!r} has series without a metric name that {len(left)} operands of "
+            f"query {query!r} has series without a metric name that {count} operands of "
             f"{expr!r} could have produced: none of their metrics is counted as published"
         )
-    if _LOOSE.search(left[0]):
+    if _LOOSE.search(operand):
         return [], (
-            f"query {query!r} has series without a metric name from {left[0]!r}, which can "
+            f"query {query!r} has series without a metric name from {operand!r}, which can "
             "answer while a metric it names is missing: none of them is counted as published"
         )
-    return metric_names(left[0]), None
+    return metric_names(operand), None
 
 
 def scan(con: duckdb.DuckDBPyConnection, bundle_id: str) -> tuple[dict[str, list[str]], list[str]]:

@@ -13,8 +13,9 @@ no failure (a baseline) is replayed up to its capture: its silence is told, not 
 that failed.
 
 Invariants: reading only; promtool runs with a timeout; a rule whose metrics the
-history does not hold by name is not provable here and is said, never counted as a
-rule that would not have fired.
+history does not hold is not provable here and is said, never counted as a rule that
+would not have fired. The collector's DCGM queries compute (MiB to bytes, used + free),
+which drops the metric name: those series are read back into dcgm-exporter's own.
 """
 
 import json
@@ -22,6 +23,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from typing import Any
 import duckdb
 
 from evidence.analyze.incident import profile
+from evidence.analyze.published import nameless_operand
 
 PROMTOOL_TIMEOUT_S = 120
 EVALUATION_INTERVAL_S = 60
@@ -103,20 +106,63 @@ def _quote(value: str) -> str:
     return json.dumps(value)
 
 
+MIB = 1024 * 1024
+# The collector's queries that compute (and so drop __name__) over a metric the rules name:
+# the operand behind a nameless series -> (the metric it is, how to read it back from the
+# value and the same labels' series already recovered). dcgm-exporter publishes MiB.
+UNDONE: dict[str, tuple[str, Callable[[float, dict[str, float]], float | None]]] = {
+    "DCGM_FI_DEV_FB_USED * 1024 * 1024": ("DCGM_FI_DEV_FB_USED", lambda v, known: v / MIB),
+    "(DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) * 1024 * 1024": (
+        "DCGM_FI_DEV_FB_FREE",
+        lambda v, known: (
+            None
+            if known.get("DCGM_FI_DEV_FB_USED") is None
+            else v / MIB - known["DCGM_FI_DEV_FB_USED"]
+        ),
+    ),
+}
+
+
 def _history(
     con: duckdb.DuckDBPyConnection, bundle_id: str, metrics: set[str]
 ) -> tuple[dict[tuple, dict[float, float]], set[str]]:
-    """Each series of the metrics, by its labels: time -> value; and the metrics held."""
+    """Each series of the metrics, by its labels: time -> value; and the metrics held.
+    A series a query computed (no __name__) is read back where UNDONE knows how."""
     rows = con.execute(
-        "SELECT labels, epoch(t), value FROM prometheus_series WHERE bundle_id = ? "
-        "AND status = 'ok' AND labels['__name__'] IN (SELECT unnest(?)) AND t IS NOT NULL",
-        [bundle_id, sorted(metrics)],
+        "SELECT query, expr, labels, epoch(t), value FROM prometheus_series "
+        "WHERE bundle_id = ? AND status = 'ok' AND t IS NOT NULL AND labels IS NOT NULL "
+        "ORDER BY query = 'accelerator_memory_total', query, t",  # USED before FREE
+        [bundle_id],
     ).fetchall()
+    named: dict[tuple[str, str], set[str]] = {}
+    for query, expr, labels, _, _ in rows:
+        if labels.get("__name__"):
+            named.setdefault((query, expr or ""), set()).add(labels["__name__"])
     found: dict[tuple, dict[float, float]] = {}
-    for labels, t, value in rows:
-        key = tuple(sorted(labels.items()))
-        if value is not None and value == value:  # NaN is no reading
-            found.setdefault(key, {})[float(t)] = value
+    for query, expr, labels, t, value in rows:
+        if value is None or value != value:  # NaN is no reading
+            continue
+        name = labels.get("__name__")
+        if not name:
+            operand, _ = nameless_operand(expr or "", named.get((query, expr or ""), set()))
+            if operand not in UNDONE:
+                continue
+            name, undo = UNDONE[operand]
+            rest = tuple(sorted(labels.items()))
+            known = {
+                metric: found.get(tuple(sorted({**labels, "__name__": metric}.items())), {}).get(
+                    float(t)
+                )
+                for metric, _ in UNDONE.values()
+            }
+            value = undo(value, known)
+            if value is None:
+                continue
+            labels = dict(rest)
+        if name not in metrics:
+            continue
+        key = tuple(sorted({**labels, "__name__": name}.items()))
+        found.setdefault(key, {})[float(t)] = value
     return found, {dict(k)["__name__"] for k in found}
 
 
