@@ -32,6 +32,7 @@ import duckdb
 
 from evidence.analyze.incident import profile
 from evidence.analyze.published import nameless_operand
+from evidence.archive.exposition import number
 
 PROMTOOL_TIMEOUT_S = 120
 EVALUATION_INTERVAL_S = 60
@@ -148,7 +149,6 @@ def _history(
             if operand not in UNDONE:
                 continue
             name, undo = UNDONE[operand]
-            rest = tuple(sorted(labels.items()))
             known = {
                 metric: found.get(tuple(sorted({**labels, "__name__": metric}.items())), {}).get(
                     float(t)
@@ -158,7 +158,6 @@ def _history(
             value = undo(value, known)
             if value is None:
                 continue
-            labels = dict(rest)
         if name not in metrics:
             continue
         key = tuple(sorted({**labels, "__name__": name}.items()))
@@ -175,13 +174,9 @@ def _series(found: dict[tuple, dict[float, float]], start: float, step: int, end
         name = labels.pop("__name__")
         inner = ",".join(f"{k}={_quote(v)}" for k, v in sorted(labels.items()))
         by_slot = {round((t - start) / step): v for t, v in points.items()}
-        values = " ".join(_number(by_slot[i]) if i in by_slot else "_" for i in range(steps))
+        values = " ".join(number(by_slot[i]) if i in by_slot else "_" for i in range(steps))
         out.append({"series": f"{name}{{{inner}}}", "values": values})
     return out
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if value.is_integer() else repr(value)
 
 
 def _step(found: dict[tuple, dict[float, float]]) -> int:
@@ -275,8 +270,8 @@ def _replay(test: RuleTest, rules_text: str) -> None:
     """Ask promtool which alerts fire at every step up to the failure."""
     upto = test.failure_at - test.start
     probes = [p for p in test.proofs if p.status == "unchecked"]
-    grid = -(-max(test.step_s, EVALUATION_INTERVAL_S) // EVALUATION_INTERVAL_S)
-    times = range(0, int(upto) + 1, grid * EVALUATION_INTERVAL_S)
+    tick = max(test.step_s, EVALUATION_INTERVAL_S)  # what one step of the replay can see
+    times = range(0, int(upto) + 1, -(-tick // EVALUATION_INTERVAL_S) * EVALUATION_INTERVAL_S)
     asked = [_check(p.alert, t, []) for p in probes for t in times]
     with tempfile.TemporaryDirectory(prefix="evidence-proof-") as work:
         place = Path(work)
@@ -302,11 +297,11 @@ def _replay(test: RuleTest, rules_text: str) -> None:
             continue
         begun = firing[-1]  # the start of the last stretch that began before the failure
         for earlier in reversed(firing[:-1]):
-            if begun - earlier > max(test.step_s, EVALUATION_INTERVAL_S):
+            if begun - earlier > tick:
                 break
             begun = earlier
         proof.status, proof.fired_at = "fired", begun
         proof.alerts = got[(proof.alert, begun)]
-        still = firing[-1] >= upto - max(test.step_s, EVALUATION_INTERVAL_S)
+        still = firing[-1] >= upto - tick
         proof.said = f"{proof.alert}: would have fired {_when(upto - begun)} before {moment}"
         proof.said += "" if still else ", and stopped before it"

@@ -53,7 +53,8 @@ def _escape_label(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def _number(value: float) -> str:
+def number(value: float) -> str:
+    """A sample value as Prometheus writes it: integers bare, NaN and the infinities named."""
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
@@ -70,7 +71,7 @@ def exposition(families: list[Family]) -> str:
         for labels, value in family.samples:
             inner = ",".join(f'{k}="{_escape_label(v)}"' for k, v in sorted(labels.items()))
             series = f"{family.name}{{{inner}}}" if inner else family.name
-            lines.append(f"{series} {_number(value)}")
+            lines.append(f"{series} {number(value)}")
     return "\n".join(lines) + "\n" if lines else ""
 
 

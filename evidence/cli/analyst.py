@@ -173,7 +173,7 @@ def ingest(
         if not path.exists():
             fail(f"{path}: no such file or directory", Exit.USAGE)
     started = time.monotonic()
-    paths = unpacked(root, paths)
+    given, paths = paths, unpacked(root, paths)
     progress = _progress if sys.stderr.isatty() and not as_json else None
     kept = None
     try:
@@ -198,7 +198,8 @@ def ingest(
     con = _reader(root)
     took = time.monotonic() - started
     warn(ingested(con, root, summary, took, textfile) + verdicts(con, root, textfile))
-    warn(archived(root, textfile))
+    if paths != given:  # packs were unpacked into the archive: its part has changed
+        warn(archived(root, textfile))
     sys.exit(Exit.QUARANTINED if summary.quarantined else Exit.OK)
 
 
@@ -565,7 +566,7 @@ def classify(
     alert EvidenceVerdict (see --no-notify); each host's last verdict is also written
     to evidence's own metrics.
     """
-    from evidence.analyze.classify import classify as run_classify
+    from evidence.analyze.incident import profile
     from evidence.reports.render import classification
     from evidence.reports.text import printable
 
@@ -573,7 +574,9 @@ def classify(
     root = resolve_root(archive, config.archive)
     bundle_id = _resolve(root, bundle)
     con = _reader(root)
-    result = run_classify(con, bundle_id)
+    # profile() keeps the classification per connection: the metrics and the post that
+    # follow read the same one instead of classifying the bundle again.
+    result = profile(con, bundle_id).result
     page = root / REPORTS / f"{bundle_id}.html"
     _tell(con, root, config, bundle_id, page if page.exists() else None, not no_notify)
     if as_json:
@@ -590,6 +593,7 @@ def _tell(
     from evidence.analyze.incident import profile
     from evidence.analyze.notify import NotifyError, post, verdict_alert, worth_posting
     from evidence.analyze.own_metrics import verdicts
+    from evidence.analyze.validate import Invalid, read_manifest
 
     warn(verdicts(con, root, textfile_of(None, config)))
     url = config.notify_alertmanager
@@ -598,8 +602,8 @@ def _tell(
         return
     (path,) = con.execute("SELECT path FROM bundles WHERE bundle_id = ?", [bundle_id]).fetchone()
     try:
-        manifest = orjson.loads((Path(path) / "manifest.json").read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+        manifest = read_manifest(Path(path))
+    except (OSError, Invalid):
         manifest = {}  # pruned since: the verdict still goes, without the alert's labels
     report = str(page) if page else f"not written yet: evidence report {bundle_id}"
     try:
