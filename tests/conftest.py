@@ -66,6 +66,32 @@ def wait_answering(url: str, proc: subprocess.Popen, log: Path, what: str) -> No
         time.sleep(0.2)
 
 
+def start_alertmanager(work: Path, config: dict, port: int) -> tuple[subprocess.Popen, Path]:
+    """Debian's Alertmanager with `config` (JSON is YAML) on 127.0.0.1:port, no cluster;
+    (the process, its log). Skips, or fails under EVIDENCE_REQUIRE_INTEGRATION=1, when it
+    is not installed. The caller stops it, and waits for it to answer."""
+    binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+    need(
+        binary is not None,
+        "Debian's prometheus-alertmanager is not installed (apt-get install "
+        "prometheus-alertmanager)",
+    )
+    (work / "alertmanager.yml").write_text(json.dumps(config))
+    log = work / "alertmanager.log"
+    proc = subprocess.Popen(
+        [
+            str(binary),
+            f"--config.file={work / 'alertmanager.yml'}",
+            f"--storage.path={work / 'am-data'}",
+            "--cluster.listen-address=",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    return proc, log
+
+
 def bundles(archive: Path, include_hidden: bool = False) -> list[Path]:
     root = archive / "bundles"
     if not root.exists():

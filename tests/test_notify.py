@@ -7,8 +7,6 @@ the bundle's manifest holds exactly what a real alert leaves there.
 """
 
 import json
-import shutil
-import subprocess
 import threading
 import time
 import urllib.request
@@ -16,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import bundles, manifest, need, run_evidence, wait_answering
+from conftest import bundles, manifest, run_evidence, start_alertmanager, wait_answering
 from fakes import closed_port
 from test_serve import alert, payload, post
 
@@ -24,16 +22,6 @@ from evidence.capture.config import load
 from evidence.capture.serve import Server
 
 TRIGGER_LABELS = {"severity": "page", "team": "inference", "instance": "box:8080"}
-
-
-def _alertmanager() -> str:
-    found = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-    need(
-        found is not None,
-        "Debian's prometheus-alertmanager is not installed (apt-get install "
-        "prometheus-alertmanager)",
-    )
-    return str(found)
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -51,10 +39,10 @@ class _Receiver(BaseHTTPRequestHandler):
         pass
 
 
-def _incident(tmp_path: Path, config: Path) -> str:
+def _incident(tmp_path: Path, config: str) -> str:
     """A bundle captured for a firing GatewayDown alert, as serve captures it."""
     archive = tmp_path / "archive"
-    server = Server(load(str(config)), archive, ("127.0.0.1", 0), None, 600)
+    server = Server(load(config), archive, ("127.0.0.1", 0), None, 600)
     server.start()
     try:
         sent = alert("GatewayDown", "f00dfeedf00dfeed", **TRIGGER_LABELS)
@@ -69,6 +57,16 @@ def _incident(tmp_path: Path, config: Path) -> str:
     return manifest(bundle)["bundle_id"]
 
 
+def _config(tmp_path: Path, alertmanager: str) -> tuple[str, ...]:
+    """An evidence config posting verdicts to `alertmanager`; the common arguments."""
+    config = tmp_path / "evidence.toml"
+    config.write_text(
+        f'window_s = 0\n[prometheus]\nurl = "http://127.0.0.1:{closed_port()}"\n'
+        f'[notify]\nalertmanager = "{alertmanager}"\n'
+    )
+    return ("--archive", str(tmp_path / "archive"), "--config", str(config))
+
+
 def _alerts(url: str) -> list[dict]:
     with urllib.request.urlopen(f"{url}/api/v2/alerts", timeout=10) as answer:
         return json.loads(answer.read())
@@ -78,66 +76,38 @@ def _alerts(url: str) -> list[dict]:
 def alertmanager(tmp_path):
     """A real Alertmanager: alerts with severity=page go to the pager (the test's
     webhook receiver), the rest nowhere."""
-    binary = _alertmanager()
     _Receiver.got = []
     pager = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
     threading.Thread(target=pager.serve_forever, daemon=True).start()
     port = closed_port()
-    (tmp_path / "alertmanager.yml").write_text(
-        json.dumps(
-            {
-                "route": {
-                    "receiver": "nowhere",
-                    "group_by": ["alertname"],
-                    "group_wait": "1s",
-                    "group_interval": "1s",
-                    "repeat_interval": "1h",
-                    "routes": [{"receiver": "pager", "matchers": ['severity="page"']}],
-                },
-                "receivers": [
-                    {"name": "nowhere"},
-                    {
-                        "name": "pager",
-                        "webhook_configs": [
-                            {"url": f"http://127.0.0.1:{pager.server_address[1]}/hook"}
-                        ],
-                    },
-                ],
-            }
-        )
-    )
-    log = tmp_path / "alertmanager.log"
-    proc = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={tmp_path / 'alertmanager.yml'}",
-            f"--storage.path={tmp_path / 'am-data'}",
-            "--cluster.listen-address=",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-    )
+    route = {
+        "receiver": "nowhere",
+        "group_by": ["alertname"],
+        "group_wait": "1s",
+        "group_interval": "1s",
+        "repeat_interval": "1h",
+        "routes": [{"receiver": "pager", "matchers": ['severity="page"']}],
+    }
+    hook = {"url": f"http://127.0.0.1:{pager.server_address[1]}/hook"}
+    receivers = [{"name": "nowhere"}, {"name": "pager", "webhook_configs": [hook]}]
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_answering(f"{url}/-/ready", proc, log, "Alertmanager")
-        yield url
+        proc, log = start_alertmanager(tmp_path, {"route": route, "receivers": receivers}, port)
+        try:
+            wait_answering(f"{url}/-/ready", proc, log, "Alertmanager")
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
         pager.shutdown()
 
 
 def test_the_verdict_reaches_the_receiver_of_the_alert_that_triggered_the_capture(
     tmp_path, alertmanager
 ):
-    config = tmp_path / "evidence.toml"
-    config.write_text(
-        f'window_s = 0\n[prometheus]\nurl = "http://127.0.0.1:{closed_port()}"\n'
-        f'[notify]\nalertmanager = "{alertmanager}"\n'
-    )
-    bundle = _incident(tmp_path, config)
-    common = ("--archive", str(tmp_path / "archive"), "--config", str(config))
+    common = _config(tmp_path, alertmanager)
+    bundle = _incident(tmp_path, common[-1])
     first = run_evidence("classify", bundle, *common, timeout=300)
     assert first.returncode == 0, first.stderr
     assert "posted " in first.stderr and alertmanager in first.stderr
@@ -172,14 +142,8 @@ def test_the_verdict_reaches_the_receiver_of_the_alert_that_triggered_the_captur
 
 
 def test_no_notify_and_an_unreachable_alertmanager_leave_the_verdict_printed(tmp_path):
-    dead = f"http://127.0.0.1:{closed_port()}"
-    config = tmp_path / "evidence.toml"
-    config.write_text(
-        f'window_s = 0\n[prometheus]\nurl = "http://127.0.0.1:{closed_port()}"\n'
-        f'[notify]\nalertmanager = "{dead}"\n'
-    )
-    bundle = _incident(tmp_path, config)
-    common = ("--archive", str(tmp_path / "archive"), "--config", str(config))
+    common = _config(tmp_path, f"http://127.0.0.1:{closed_port()}")
+    bundle = _incident(tmp_path, common[-1])
     result = run_evidence("classify", bundle, *common, timeout=300)
     assert result.returncode == 0 and f"Bundle {bundle} of" in result.stdout
     (line,) = [line for line in result.stderr.splitlines() if "Alertmanager" in line]

@@ -27,6 +27,7 @@ from conftest import (
     manifest,
     need,
     run_evidence,
+    start_alertmanager,
     wait_answering,
 )
 from fakes import closed_port
@@ -727,16 +728,7 @@ def test_refusals_of_the_command_are_one_line_and_status_2(tmp_path):
 # --- end to end: Debian's Prometheus and Alertmanager ------------------------------------
 
 
-def _alertmanager() -> str | None:
-    return shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-
-
 def test_a_real_prometheus_rule_through_a_real_alertmanager_captures_a_bundle(tmp_path):
-    need(
-        _alertmanager() is not None,
-        "Debian's prometheus-alertmanager is not installed (apt-get install "
-        "prometheus-alertmanager)",
-    )
     need(shutil.which("prometheus") is not None, "Debian's prometheus is not installed")
     summary = 'evidence: the "always" rule fired'
     prom_port, am_port = closed_port(), closed_port()
@@ -759,47 +751,17 @@ def test_a_real_prometheus_rule_through_a_real_alertmanager_captures_a_bundle(tm
         "10m",
     )
     try:
-        # JSON is YAML: no quoting to get wrong in the summary's colon and quote.
-        (tmp_path / "alertmanager.yml").write_text(
-            json.dumps(
-                {
-                    "route": {
-                        "receiver": "evidence",
-                        "group_by": ["alertname"],
-                        "group_wait": "1s",
-                        "group_interval": "1s",
-                        "repeat_interval": "1h",
-                    },
-                    "receivers": [
-                        {
-                            "name": "evidence",
-                            "webhook_configs": [
-                                {
-                                    "url": url,
-                                    "http_config": {
-                                        "authorization": {"credentials_file": str(token)}
-                                    },
-                                }
-                            ],
-                        }
-                    ],
-                }
-            )
-        )
-        am_log = tmp_path / "alertmanager.log"
-        procs.append(
-            subprocess.Popen(
-                [
-                    _alertmanager(),
-                    f"--config.file={tmp_path / 'alertmanager.yml'}",
-                    f"--storage.path={tmp_path / 'am-data'}",
-                    "--cluster.listen-address=",
-                    f"--web.listen-address=127.0.0.1:{am_port}",
-                ],
-                stdout=am_log.open("w"),
-                stderr=subprocess.STDOUT,
-            )
-        )
+        hook = {"url": url, "http_config": {"authorization": {"credentials_file": str(token)}}}
+        route = {
+            "receiver": "evidence",
+            "group_by": ["alertname"],
+            "group_wait": "1s",
+            "group_interval": "1s",
+            "repeat_interval": "1h",
+        }
+        receivers = [{"name": "evidence", "webhook_configs": [hook]}]
+        am, am_log = start_alertmanager(tmp_path, {"route": route, "receivers": receivers}, am_port)
+        procs.append(am)
         (tmp_path / "rules.yml").write_text(
             json.dumps(
                 {
