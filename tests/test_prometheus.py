@@ -32,6 +32,8 @@ def history(now: int) -> str:
             lambda i: float(i // 60),
         ),
         "llamacpp:n_tokens_max": ('{job="llama-server"}', lambda i: 1000 + 10 * i),
+        # A llama-server built before May 2025 (PR #13660) still publishes its cache gauge.
+        "llamacpp:kv_cache_usage_ratio": ('{job="llama-old"}', lambda i: min(1.0, i / 400)),
     }
     lines = []
     for name, (labels, value) in families.items():
@@ -92,6 +94,9 @@ def test_the_bundle_holds_hours_of_history_from_a_real_prometheus(prometheus, tm
     waiting = queries["requests_waiting"]["series"][0]
     assert waiting["metric"]["model_name"] == "Qwen/Qwen3-8B"
     assert queries["context_high_water"]["status"] == "ok"
+    (old_cache,) = queries["kv_cache_usage_legacy"]["series"]
+    assert old_cache["metric"]["job"] == "llama-old"
+    assert float(old_cache["values"][0][1]) < 0.1 < 0.8 < float(old_cache["values"][-1][1])
     assert queries["queue_peak"]["status"] == "ok"  # the config's own query
     # Nothing publishes these on this box: absent, with the reason, and no series.
     for name in ("gateway_up", "kv_cache_usage", "accelerator_memory_used", "host_swap_free"):

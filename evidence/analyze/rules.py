@@ -245,7 +245,8 @@ def context_creep(f: Facts) -> Judgement:
         return j
     if not cache and not lengths:
         j.missing.append(
-            "a KV-cache metric (vllm:kv_cache_usage_perc, sglang:token_usage), the context "
+            "a KV-cache metric (vllm:kv_cache_usage_perc, sglang:token_usage, an older "
+            "llama-server's llamacpp:kv_cache_usage_ratio), the context "
             "high-water (llamacpp:n_tokens_max) or the prompt and generated token counters"
         )
         if held := _card_kept_the_context(f):

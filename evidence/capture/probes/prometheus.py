@@ -68,8 +68,9 @@ NODE_QUERIES = (
 # What the seed does not ask and an incident needs: every target's `up` (which service went
 # down and when, whatever its job is called), the token counters (progress, and prompt
 # against output: the conversations' length), preemptions
-# (the KV cache out of room), vLLM's cache metric before its rename, and macOS
-# node-exporter's memory (it has no MemAvailable) and swap (meminfo_darwin.go's names).
+# (the KV cache out of room), the cache metrics of vLLM before its rename and of llama.cpp
+# before PR #13660, and macOS node-exporter's memory (it has no MemAvailable) and swap
+# (meminfo_darwin.go's names).
 HISTORY_QUERIES = (
     ("targets_up", "up"),
     (
@@ -86,7 +87,8 @@ HISTORY_QUERIES = (
         " or sglang:prompt_tokens_total",
     ),
     ("decode_calls", "llamacpp:n_decode_total"),
-    ("kv_cache_usage_legacy", "vllm:gpu_cache_usage_perc"),
+    # llama-server's own cache gauge until PR #13660 (May 2025): older builds still run.
+    ("kv_cache_usage_legacy", "vllm:gpu_cache_usage_perc or llamacpp:kv_cache_usage_ratio"),
     ("preemptions", "vllm:num_preemptions_total or sglang:num_retracted_requests_total"),
     ("host_memory_free_darwin", "node_memory_free_bytes"),
     ("host_memory_inactive_darwin", "node_memory_inactive_bytes"),
