@@ -4,7 +4,7 @@ that must not fire. Built apart from the incidents' own fixtures (tests/real_inc
 from datetime import UTC, datetime
 
 import pytest
-from real_incidents import Thread
+from real_incidents import Thread, gpu_process
 from test_classify import AT, GIB, TOTAL, WINDOW, base, scores, verdict
 
 from lab.builder import engine
@@ -100,6 +100,39 @@ def test_a_discrete_card_full_by_design_is_not_exhaustion(tmp_path):
     b = base().gpu("NVIDIA A100 80GB PCIe", 80 * GIB, 73 * GIB, [(7, "vllm", 73 * GIB)], False)
     result = verdict(tmp_path, b)
     assert result["verdict"] == "no-fault", scores(result)
+
+
+def _card_alone(tmp_path, holder: str, name: str = "NVIDIA A100-SXM4-80GB", **trigger) -> dict:
+    """A user's look at the card and nothing else: 73 GB of 80 GiB held by one process."""
+    b = Thread("a100", AT, **trigger)
+    held = 73 * 10**9
+    b.nvidia([{"name": name, "memory_total_bytes": 80 * GIB, "memory_used_bytes": held,
+               "processes": [gpu_process(3001, holder, held)]}])  # fmt: skip
+    return verdict(tmp_path, b)
+
+
+def test_a_card_held_by_an_engines_own_preallocation_is_by_design(tmp_path):
+    """The card alone, held at vLLM's share: that is the question the look was for, and
+    the engine's design answers it (vLLM #550), whatever else went unmeasured."""
+    result = _card_alone(tmp_path, "vllm")
+    assert result["verdict"] == "no-fault", scores(result)
+    assert any("(gpu_memory_utilization" in line for line in result["findings"])
+    assert "not measured: memory, pressure, processes" in result["findings"]
+
+
+def test_a_card_held_as_high_by_an_engine_that_does_not_preallocate_is_not_by_design(
+    tmp_path,
+):
+    """llama-server takes what its model and context need: the same share says nothing
+    by itself, and with the host unmeasured there is nothing to call healthy."""
+    result = _card_alone(tmp_path, "llama-server")
+    assert result["verdict"] == "insufficient-evidence", scores(result)
+
+
+def test_a_preallocated_card_beside_a_failure_is_no_answer_by_itself(tmp_path):
+    """The share is by design, but a failed check is a failure: never no-fault."""
+    result = _card_alone(tmp_path, "vllm", trigger=("healthcheck", "vllm", "no answer"))
+    assert result["verdict"] == "insufficient-evidence", scores(result)
 
 
 def test_available_memory_nearly_gone_in_the_capture_is_named(tmp_path):

@@ -16,7 +16,7 @@ import duckdb
 import orjson
 
 from evidence.analyze.facts import Facts, derive
-from evidence.analyze.rules import RULES, Judgement
+from evidence.analyze.rules import RULES, Judgement, preallocated
 from evidence.schemas import SCHEMA_DIR
 
 MIN_SCORE = 3  # less than one distinguishing observation is not a verdict
@@ -94,8 +94,10 @@ def judge(facts: Facts) -> dict[str, Any]:
             )
         )
     ranked = [c for _, c in sorted(candidates, key=lambda oc: (-oc[1]["score"], oc[0]))]
-    verdict, findings = _verdict(facts, ranked)
-    findings += _not_faults(facts)
+    by_design = preallocated(facts)
+    verdict, findings = _verdict(facts, ranked, by_design)
+    # Beside a fault the share may be what the fault is about (a squatter, an orphan).
+    findings += (by_design if verdict == "no-fault" else []) + _not_faults(facts)
     return {
         "bundle_id": facts.bundle["bundle_id"],
         "host": facts.bundle["host"],
@@ -132,7 +134,9 @@ def _weigh_endings(judgements: dict[str, Judgement]) -> None:
         )
 
 
-def _verdict(facts: Facts, ranked: list[dict[str, Any]]) -> tuple[str, list[str]]:
+def _verdict(
+    facts: Facts, ranked: list[dict[str, Any]], by_design: list[str]
+) -> tuple[str, list[str]]:
     top, second = ranked[0], ranked[1]
     failure = facts.window.failure if facts.window else None
     findings = [f"what failed: {failure.said()}"] if failure else []
@@ -161,6 +165,12 @@ def _verdict(facts: Facts, ranked: list[dict[str, Any]]) -> tuple[str, list[str]
         findings.append(f"a service failed and no fault had enough evidence to name: {close}{told}")
         return "insufficient-evidence", findings
     unmeasured = [p for p in CORE if not facts.measured(p)]
+    if by_design and top["score"] == 0:
+        # Nothing failed and no rule saw anything: what was measured, the card, is explained
+        # by the engine's own design. That answers the question the look was for.
+        if unmeasured:
+            findings.append(f"not measured: {', '.join(unmeasured)}")
+        return "no-fault", findings
     if unmeasured or not facts.has("memory_used"):
         findings.append(
             "too little was measurable to tell: "

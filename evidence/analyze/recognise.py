@@ -6,6 +6,10 @@ from typing import Any
 from evidence.schemas import engine_kinds
 
 ENGINE_WORDS = {kind: tuple(e["words"]) for kind, e in engine_kinds().items()}
+# The engines that take a fixed share of the card at start, and the setting that sizes it.
+PREALLOCATES = {
+    kind: e["preallocates"] for kind, e in engine_kinds().items() if "preallocates" in e
+}
 
 
 def belongs(process: dict[str, Any], kind: str) -> bool:

@@ -33,12 +33,13 @@ from evidence.analyze.failure import (
     up_since,
     victim,
 )
-from evidence.analyze.recognise import ENGINE_WORDS, belongs
+from evidence.analyze.recognise import ENGINE_WORDS, PREALLOCATES, belongs
 from evidence.analyze.window import INCIDENT_S, RECENT_S, Window, known, share_above
 from evidence.schemas import catalog
 
 GIB = 1024**3
 SQUAT_GPU_BYTES = 1 * GIB  # an idle engine holding this much GPU memory is squatting
+PREALLOCATED_SHARE = 0.5  # an engine's preallocation this large is what looks alarming
 SQUAT_RSS_BYTES = 4 * GIB
 COMPILERS = tuple(catalog("engines")["build"]["compilers"])  # evidence/schemas/engines.toml
 DESKTOP_APPS = frozenset(catalog("engines")["desktop"]["apps"])  # a person's session
@@ -1780,6 +1781,34 @@ def _who(f: Facts, gpu_process: dict[str, Any]) -> dict[str, Any]:
     """A GPU process with the name and command line the process table has for its pid."""
     row = next((p for p in f.processes if p["pid"] == gpu_process["pid"]), None)
     return {**gpu_process, **({"name": row["name"], "cmdline": row["cmdline"]} if row else {})}
+
+
+def preallocated(f: Facts) -> list[str]:
+    """Discrete cards held mostly by an engine that takes a fixed share of the card at start
+    (vLLM, SGLang): high and flat by design, what users ask about as a leak (vLLM #550). A
+    unified pool is left out: there the same share is the host's memory too."""
+    said = []
+    for d in f.gpu_devices:
+        total = d["memory_total_bytes"]
+        if d["unified_memory"] or not total:
+            continue
+        for kind, setting in PREALLOCATES.items():
+            holders = [
+                p
+                for p in f.gpu_processes
+                if p["device_index"] == d["device_index"]
+                and p["used_bytes"]
+                and belongs(_who(f, p), kind)
+            ]
+            held = sum(p["used_bytes"] for p in holders)
+            if held >= PREALLOCATED_SHARE * total:
+                pids = ", ".join(str(p["pid"]) for p in holders)
+                said.append(
+                    f"{kind} (pid {pids}) holds {_gib(held)}, {held / total:.0%} of GPU "
+                    f"{d['device_index']}: it takes that share at start for weights and its "
+                    f"KV cache ({setting}), so high and flat is by design, not a leak"
+                )
+    return said
 
 
 def _engine_holders(f: Facts) -> list[dict[str, Any]]:
