@@ -270,6 +270,48 @@ def test_a_second_engine_started_beside_the_first_then_the_kill_is_a_model_kept(
     assert "llama-server/127.0.0.1:5809 came up" in said and "beside sglang" in said, said
 
 
+def _second_server(trigger: tuple, second: list[float | None], card: list[float]) -> Builder:
+    """llama-swap's first llama-server up all day on a 24 GiB card; a second one, for
+    another model, where `second` says; the card's line from DCGM."""
+    n = len(DAY)
+    servers = [seen("llama-server", 5800, [1.0] * n), seen("llama-server", 5801, second)]
+    return history(
+        base(trigger=trigger),
+        {
+            "targets_up": [up("gateway", [1.0] * n), *servers],
+            "engine_up": servers,
+            "accelerator_memory_used": _series("dcgm", noisy(card, 0.05 * GIB)),
+            "accelerator_memory_total": _series("dcgm", [24.0 * GIB] * n),
+        },
+    )
+
+
+def test_the_second_server_that_came_up_and_then_died_came_with_the_step(tmp_path):
+    """The model kept is often the new server's undoing: it came up two hours before the
+    failure with a 10 GiB step on a 24 GiB card and is the target that went down. It came
+    up all the same (blind history sw01: it read as 'no server came up')."""
+    n = len(DAY)
+    second = [0.0] * (n - 24) + [1.0] * 22 + [0.0] * 2
+    card = [11.5 * GIB] * (n - 24) + [22.0 * GIB] * 22 + [11.5 * GIB] * 2
+    b = _second_server(("healthcheck", "gateway", "no answer within 10 s"), second, card)
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+    said = result["candidates"][0]["evidence_for"][0]
+    assert "llama-server/127.0.0.1:5801 came up, and stayed" in said, said
+
+
+def test_a_second_model_beside_the_first_with_room_left_on_a_quiet_day_is_no_fault(tmp_path):
+    """Two models side by side by design: the second came up at nine and both served all
+    day, the card at 16 of 24 GiB, nothing failed (blind history h15: named a fault)."""
+    n = len(DAY)
+    second = [0.0] * (n // 3) + [1.0] * (n - n // 3)
+    card = [9 * GIB] * (n // 3) + [16 * GIB] * (n - n // 3)
+    result = verdict(tmp_path, _second_server(("cron", "baseline"), second, card))
+    assert result["verdict"] == "no-fault", scores(result)
+    snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert any("with room to spare" in e for e in snu["evidence_for"]), snu
+
+
 def test_a_queue_through_the_ninety_minutes_before_the_failure_is_sustained(tmp_path):
     # 18 of 288 readings (6% of the day) waited: all in the 90 minutes before the fall.
     n = len(DAY)

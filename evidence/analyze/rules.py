@@ -39,6 +39,7 @@ from evidence.schemas import catalog
 
 GIB = 1024**3
 SQUAT_GPU_BYTES = 1 * GIB  # an idle engine holding this much GPU memory is squatting
+ROOM_LEFT = 0.9  # a memory line under this share of its pool still had room
 PREALLOCATED_SHARE = 0.5  # an engine's preallocation this large is what looks alarming
 SQUAT_RSS_BYTES = 4 * GIB
 COMPILERS = tuple(catalog("engines")["build"]["compilers"])  # evidence/schemas/engines.toml
@@ -2130,6 +2131,15 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
         if with_server and alone and (one_model or not w.failure):
             t, target = with_server[0]
             j.add(1, f"{label} stepped up {_gib(size)} as {target} came up: a model loaded")
+        elif with_server and not w.failure and (step.after or 0) < ROOM_LEFT * pool:
+            # Nothing failed and the line kept room: two models side by side by design, a
+            # note until memory runs short.
+            t, target = with_server[0]
+            j.add(
+                1,
+                f"{label} stepped up {_gib(size)} as {target} came up and stayed, at "
+                f"{_gib(step.after or 0)} of {_gib(pool)}: a second model, with room to spare",
+            )
         elif with_server:
             t, target = with_server[0]
             j.add(
@@ -2278,13 +2288,15 @@ def _rise(series: shapes.Series, step: shapes.Step) -> tuple[float, float]:
 
 def _servers_started(f: Facts) -> list[tuple[float, str]]:
     """Model servers' targets that came up during the look-back (0 -> 1, or first seen up
-    after the history began) and were still up at its end. A gateway coming back (a
-    restart, a missed scrape) loads no model of its own: the servers it starts are
-    targets of their own."""
+    after the history began) and were still up at its end or at the failure: the server
+    that came up with its model is often the one that dies of the memory it could not
+    get. A gateway coming back (a restart, a missed scrape) loads no model of its own: the
+    servers it starts are targets of their own."""
     first_seen = _began(f)
+    w = _window(f)
     started = []
     for target, series in f.targets.items():
-        since = up_since(series)
+        since = up_since(w.upto(series))
         if not is_service(target) or is_gateway(target) or since is None:
             continue
         if rose(series) is not None or since - first_seen > HOUR_S:
