@@ -312,6 +312,55 @@ def test_a_second_model_beside_the_first_with_room_left_on_a_quiet_day_is_no_fau
     assert any("with room to spare" in e for e in snu["evidence_for"]), snu
 
 
+def _stall_beside_a_queue(stall_from: int, queue_from: int) -> Builder:
+    """vLLM with four slots, the same callers all day; tasks stall on memory (40 % of the
+    time) for the last `stall_from` readings and requests wait for the last `queue_from`,
+    until the PSI alert fires. Counters as node-exporter and vLLM publish them."""
+    n = len(DAY)
+
+    def counter(rates: list[float]) -> list[float]:
+        total, out = 0.0, []
+        for rate in rates:
+            total += rate * 300
+            out.append(total)
+        return out
+
+    stall = counter([0.002] * (n - stall_from) + [0.4] * stall_from)
+    waiting = [0.0] * (n - queue_from) + [30.0] * queue_from
+    running = [2.0 + 2 * (i % 12 > 5) for i in range(n - queue_from)] + [4.0] * queue_from
+    return history(
+        base(trigger=("alert", "MemoryPressure", "node PSI memory some > 20% for 10m")),
+        {
+            "host_psi_memory_some_seconds": plain(
+                "node_pressure_memory_waiting_seconds_total", stall
+            ),
+            "requests_waiting": plain("vllm:num_requests_waiting", waiting),
+            "requests_running": plain("vllm:num_requests_running", running),
+            "tokens_generated": plain("vllm:generation_tokens_total", counter([250.0] * n)),
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in healthy_bursts()]
+            ),
+        },
+    )
+
+
+def test_a_queue_that_formed_behind_a_memory_stall_is_the_stall(tmp_path):
+    """The seeds' question, did the load change: the same callers, the machine stalling on
+    memory for half an hour before anything waited. The queue is the slowdown's (blind
+    histories ps01, ps03: read as concurrency-overload, 5 against 2)."""
+    result = verdict(tmp_path, _stall_beside_a_queue(stall_from=30, queue_from=18))
+    assert result["verdict"] == "memory-pressure-stall", scores(result)
+    overload = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    assert any("formed behind the stall" in e for e in overload["evidence_against"]), overload
+
+
+def test_a_queue_that_came_before_the_stall_is_still_more_callers(tmp_path):
+    """The look-alike: requests queued for two and a half hours and the stall came only in
+    the last fifty minutes: the stall came after the queue, it did not make it."""
+    result = verdict(tmp_path, _stall_beside_a_queue(stall_from=10, queue_from=30))
+    assert result["verdict"] == "concurrency-overload", scores(result)
+
+
 def test_a_queue_through_the_ninety_minutes_before_the_failure_is_sustained(tmp_path):
     # 18 of 288 readings (6% of the day) waited: all in the 90 minutes before the fall.
     n = len(DAY)

@@ -75,6 +75,9 @@ CACHE_PER_REQUEST = 0.25  # ... held by so few that each running request had a q
 HIGH_WATER_LOOK_S = 6 * 3600.0  # a creep starts one to six hours before the failure
 PREEMPT_OVER_USUAL = 3.0  # three times the worst hour's preemptions: the cache ran out
 NOTE_IS_EVIDENCE = 3  # points of a distinguishing observation (classify.MIN_SCORE)
+STALL_LEADS_S = 900  # a stall this far ahead of the queue is what the queue formed behind
+QUEUED = 0.5  # requests waiting: a gauge of whole requests, averaged by a scrape's step
+SLOWED_SHARE = 0.8  # serving under this share of a usual busy hour is an engine slowed
 PROMPT_MIN_GENERATED = 200  # an hour that generated fewer tokens says nothing of lengths
 CREEP_OVER_USUAL = 1.25  # cache per request 25% above the highest hourly level earlier
 LOAD_OVER_USUAL = 1.25  # requests running this far above the busiest hour is more load
@@ -792,6 +795,12 @@ def concurrency_overload(f: Facts) -> Judgement:
             j.evidence_for.append(f"up to {max(running):.0f} requests ran at once")
     if f.lines.get("slot-unavailable"):
         j.add(2, f"the log says a slot was unavailable: {_last(f, 'slot-unavailable')}")
+    slowed = _slowed_by_a_stall(f) if j.score >= NOTE_IS_EVIDENCE else None
+    if slowed:
+        # The seeds' question, did the load change: a queue behind an engine that served
+        # less than on a usual busy hour, while memory stalled, formed behind the stall.
+        j.score = min(j.score - 2, 1)
+        j.evidence_against.append(slowed)
     longer = _longer_context(f)
     if j.score and longer:
         # The same callers resending longer histories hold each slot longer (as many
@@ -802,6 +811,52 @@ def concurrency_overload(f: Facts) -> Judgement:
             f"{longer}: each request held its slot longer; the queue is the longer context's"
         )
     return j
+
+
+def _slowed_by_a_stall(f: Facts) -> str | None:
+    """Why the queue is a slowdown's and not more callers, while tasks stalled on memory:
+    the stall began before the queue did, or the engines generated fewer tokens in the
+    hour before the failure than in a usual busy hour before the incident window. More
+    callers than slots keep the engine serving at least that much; a machine swapping
+    serves less to the same callers, and they queue once it has slowed."""
+    shares = _stall_shares(f)
+    if not (_stalled(f) or (shares is not None and shares[0] >= PSI_HISTORY_HIGH)):
+        return None
+    w = _window(f)
+    stall = _since(_rate(w.upto(f.series.get("psi_some_seconds", []))), PSI_HISTORY_HIGH)
+    queue = _since(w.upto(f.series.get("requests_waiting", [])), QUEUED)
+    if stall is not None and queue is not None and stall <= queue - STALL_LEADS_S:
+        return (
+            f"tasks stalled on memory from {_at(f, stall)} and requests queued only from "
+            f"{_at(f, queue)}: the queue formed behind the stall, not behind more callers"
+        )
+    if not _history(f, "tokens_generated"):
+        return None
+    hourly = _hourly_increase(w.upto(f.series["tokens_generated"]), w.end)
+    inside = int(INCIDENT_S // HOUR_S)
+    usual = sorted(v for h, v in hourly.items() if h >= inside and v >= PROMPT_MIN_GENERATED)
+    if len(usual) < 3 or 0 not in hourly:
+        return None
+    busy = usual[(3 * len(usual)) // 4]
+    if hourly[0] >= SLOWED_SHARE * busy:
+        return None
+    return (
+        f"the engines generated {hourly[0]:.0f} tokens in the hour before, against {busy:.0f} "
+        "in a usual busy hour here, while tasks stalled on memory: they served less, not "
+        "more callers; the queue formed behind the stall"
+    )
+
+
+def _since(series: shapes.Series, at_least: float) -> float | None:
+    """When the run of readings at or above `at_least` that ends the series began; None
+    when the last reading is below it."""
+    pts = [(t, v) for t, v in series if v is not None]
+    began = None
+    for t, v in reversed(pts):
+        if v < at_least:
+            break
+        began = t
+    return began
 
 
 def _longer_context(f: Facts) -> str | None:
@@ -2890,14 +2945,11 @@ def _rate(series: shapes.Series) -> list[tuple[float, float]]:
 def _stall_in_window(f: Facts, j: Judgement) -> None:
     """node-exporter's stall counters over the hour before the failure, against the worst
     hour of the rest of the day; swap filling and pages swapped out beside them."""
-    w = _window(f)
-    stalled = _rate(w.upto(f.series["psi_some_seconds"]))
-    recent = known(w.last(stalled, RECENT_S))
-    worst = max(_hourly(w.reference(stalled), _median), default=0.0)
-    if len(recent) < 3:
+    shares = _stall_shares(f)
+    if shares is None:
         j.missing.append("readings of memory stall time in the hour before the failure")
         return
-    now = _median(recent)
+    now, worst = shares
     said = f"tasks stalled on memory {now:.0%} of the hour before, against {worst:.0%} at worst"
     if now >= PSI_HISTORY_HIGH and now >= 2 * worst:
         j.add(3, f"{said} in any hour earlier (node-exporter PSI)")
@@ -2909,9 +2961,21 @@ def _stall_in_window(f: Facts, j: Judgement) -> None:
         j.evidence_against.append(
             "swap did not fill in the incident window: the working set still fit"
         )
-    out = known(w.last(_rate(f.series.get("pswpout_history", [])), RECENT_S))
+    out = known(_window(f).last(_rate(f.series.get("pswpout_history", [])), RECENT_S))
     if out and _median(out) >= SWAPPING_PAGES_S:
         j.add(1, f"pages were swapped out through the hour ({_median(out):.0f}/s)")
+
+
+def _stall_shares(f: Facts) -> tuple[float, float] | None:
+    """The share of time tasks stalled on memory in the hour before the failure and in the
+    worst hour before the incident window, from node-exporter's PSI counter; None without
+    readings of that hour."""
+    w = _window(f)
+    stalled = _rate(w.upto(f.series.get("psi_some_seconds", [])))
+    recent = known(w.last(stalled, RECENT_S))
+    if len(recent) < 3:
+        return None
+    return _median(recent), max(_hourly(w.reference(stalled), _median), default=0.0)
 
 
 def _swap_filled(f: Facts, j: Judgement) -> bool | None:
