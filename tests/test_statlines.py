@@ -36,12 +36,58 @@ def test_each_engine_line_reads_as_running_waiting_and_cache():
         "INFO 11-29 02:41:00 [api_server.py:1] Started server process",
     ]
     assert readings(lines) == [
-        Reading(8, 5, 0.387),
-        Reading(2, 20, None),  # the cache figure was cut off: unknown, not 0
-        Reading(1, 0, 0.34),
+        Reading(8, 5, 0.387, 812.4 + 61.0),  # prompt and generated tokens per second
+        Reading(2, 20, None, 642.0 + 61.0),  # the cache figure was cut off: unknown, not 0
+        Reading(1, 0, 0.34, 13.5),
     ]
     assert all("engine-stats" in tags_of(line) for line in lines[:3])
     assert "engine-stats" not in tags_of(lines[3])
+
+
+# vllm-project/vllm#2731, as the operator pasted it: the engine loop stopped with 35
+# requests running and 116 pending while /health kept answering.
+V0_WEDGED = [
+    "INFO 02-01 06:36:05 llm_engine.py:921] Avg prompt throughput: 382.6 tokens/s, Avg "
+    "generation throughput: 118.5 tokens/s, Max iteration time: 386.7 ms, Avg time/tok:149.4 "
+    "ms, Running: 35 reqs, Swapped: 0 reqs, Pending: 115 reqs, GPU KV cache usage: 99.0%, CPU "
+    "KV cache usage: 0.0%",
+    'INFO:     10.244.5.235:41834 - "POST /v1/completions HTTP/1.1" 200 OK',
+    "INFO 02-01 06:36:20 llm_engine.py:921] Avg prompt throughput: 0.0 tokens/s, Avg "
+    "generation throughput: 0.0 tokens/s, Max iteration time: 0.0 ms, Avg time/tok:0.0 ms, "
+    "Running: 35 reqs, Swapped: 0 reqs, Pending: 116 reqs, GPU KV cache usage: 99.0%, CPU KV "
+    "cache usage: 0.0%",
+    'INFO:     10.244.39.1:50926 - "GET /health HTTP/1.1" 200 OK',
+]
+
+
+def test_a_line_wrapped_before_its_counts_keeps_its_throughput():
+    """A pasted v1 line broken before `Running:` (vllm-project/vllm#39863 as quoted)."""
+    lines = [
+        "INFO: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s",
+        "Running: 0 reqs, Waiting: 3 reqs, GPU KV cache usage: 0.0%",
+    ]
+    assert readings(lines) == [Reading(0, 3, 0.0, 0.0)]
+    assert readings(lines[1:]) == [Reading(0, 3, 0.0, None)]  # no throughput: unknown
+
+
+def test_a_queue_behind_an_engine_that_did_nothing_for_its_interval_is_no_progress(tmp_path):
+    """35 running, 116 waiting, 0.0 tokens/s: busy and nothing moved. The queue is not
+    more callers (it read as concurrency-overload before the throughput was read)."""
+    b = base(trigger=("healthcheck", "completion", "no answer within 60 s")).logs(V0_WEDGED)
+    result = verdict(tmp_path, b)
+    assert result["verdict"] in ("wedged-no-progress", "ambiguous"), scores(result)
+    wedged = next(c for c in result["candidates"] if c["fault"] == "wedged-no-progress")
+    assert wedged["score"] >= 4 and "0.0 tokens/s" in wedged["evidence_for"][0], wedged
+    assert scores(result)["concurrency-overload"] < 3, scores(result)
+
+
+def test_one_request_just_arrived_at_an_idle_engine_is_not_a_stop(tmp_path):
+    """The look-alike: one line, one request running and none waiting at 0.0 tokens/s is a
+    request whose first step had not come by the line; it says nothing of a stop."""
+    line = V1.format(s=0, r=1, w=0, kv="0.4").replace("812.4", "0.0").replace("61.0", "0.0")
+    b = base(trigger=("healthcheck", "completion", "no answer within 60 s")).logs([line])
+    result = verdict(tmp_path, b)
+    assert scores(result)["wedged-no-progress"] == 0, scores(result)
 
 
 def test_the_periodic_cache_line_is_not_a_cache_error():

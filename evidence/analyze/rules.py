@@ -795,6 +795,11 @@ def concurrency_overload(f: Facts) -> Judgement:
             j.evidence_for.append(f"up to {max(running):.0f} requests ran at once")
     if f.lines.get("slot-unavailable"):
         j.add(2, f"the log says a slot was unavailable: {_last(f, 'slot-unavailable')}")
+    stopped = _stopped_in_stats(f) if j.score else None
+    if stopped:
+        # A queue behind an engine that served nothing: no slot freed, whoever called.
+        j.score = min(j.score - 2, 1)
+        j.evidence_against.append(f"{stopped}: the queue is a stopped engine's, not more callers")
     slowed = _slowed_by_a_stall(f) if j.score >= NOTE_IS_EVIDENCE else None
     if slowed:
         # The seeds' question, did the load change: a queue behind an engine that served
@@ -3480,9 +3485,28 @@ def _queued_at_capture(f: Facts) -> str | None:
     waiting = known(w.last(f.series.get("requests_waiting", []), RECENT_S / 4))
     if waiting and max(waiting) > 0:
         return f"{max(waiting):.0f} requests waited in the minutes before"
-    if f.stats and f.stats[-1].waiting > 0:
+    if f.stats and f.stats[-1].waiting > 0 and not _stopped_in_stats(f):
         return f"{f.stats[-1].waiting} requests waited in the engine's last stats line"
     return _waited_in_log(f)
+
+
+def _stopped_in_stats(f: Facts) -> str | None:
+    """The engine's last stats line says it did nothing for its interval: no token read or
+    generated while requests waited (or, in two lines running, while they ran: a request
+    that arrived just before a line may not have had its first step)."""
+    lines = f.stats
+    if not lines or lines[-1].throughput != 0:
+        return None
+    if any(f.has(name) for name, _ in PROGRESS) or len(_values(f, "slot_tokens")) >= 2:
+        return None  # a progress counter says it better than one line's interval
+    last = lines[-1]
+    idle_twice = len(lines) >= 2 and lines[-2].throughput == 0 and lines[-2].running
+    if not (last.waiting or (last.running and idle_twice)):
+        return None
+    return (
+        f"the engine's last stats line says {last.running} running and {last.waiting} "
+        "waiting at 0.0 tokens/s read or generated since the line before"
+    )
 
 
 def _answer(check: dict[str, Any]) -> dict[str, Any]:
@@ -3562,6 +3586,10 @@ def wedged_no_progress(f: Facts) -> Judgement:
     values = {name: _values(f, name) for name in counters}
     slot_tokens = _values(f, "slot_tokens")
     if not counters and len(slot_tokens) < 2:
+        stopped = _stopped_in_stats(f)
+        if stopped and _window(f).failure:
+            j.add(4, f"{stopped}: busy and nothing moved")
+            return j
         j.missing.append(
             "an engine's progress counter (generated tokens, decode calls, or its slots' tokens)"
         )

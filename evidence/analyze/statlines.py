@@ -5,8 +5,11 @@ nothing scraped them (no Prometheus, an engine's /metrics not configured).
   the incidents operators paste): v1 `Running: 8 reqs, Waiting: 5 reqs, GPU KV cache
   usage: 38.7%`, v0 `Running: 2 reqs, Swapped: 0 reqs, Pending: 20 reqs, GPU KV cache
   usage: 98.7%`. A pasted line may be cut before the cache figure: the counts still read.
+  Both lead with the throughput since the previous line (`Avg prompt throughput: 0.0
+  tokens/s, Avg generation throughput: 0.0 tokens/s`): 0.0 of both beside requests
+  running or waiting is an engine that did nothing for its interval (10 s by default).
 - SGLang's decode batch line: `#running-req: 1, #token: 4439, token usage: 0.34, ...,
-  #queue-req: 0`.
+  gen throughput (token/s): 13.50, #queue-req: 0`.
 - llama-server's line for each request it starts: `new prompt, n_ctx_slot = 8192,
   n_keep = 0, task.n_tokens = 5403` (older builds: `n_prompt_tokens = 5403`): how long
   each prompt was against the slot's context. Builds of 2026 (b1-0c1e570, seen running)
@@ -38,6 +41,13 @@ _LINES = (
         r".*?#queue-req: (?P<waiting>\d+)"
     ),
 )
+# The throughput a stats line leads with; a pasted line may be wrapped before `Running:`,
+# so a line of throughput alone gives it to the counts on the next.
+_VLLM_RATE = re.compile(
+    r"Avg prompt throughput: (?P<prompt>[\d.]+) tokens/s, "
+    r"Avg generation throughput: (?P<generation>[\d.]+) tokens/s"
+)
+_SGLANG_RATE = re.compile(r"gen throughput \(token/s\): (?P<generation>[\d.]+)")
 _PROMPT = re.compile(
     r"new prompt, n_ctx_slot = (?P<slot>\d+),"
     r".*?(?:task\.n_tokens|n_prompt_tokens) = (?P<tokens>\d+)"
@@ -54,6 +64,7 @@ _PARALLEL = re.compile(r"--parallel (\d+)")
 # The tag that keeps these lines at ingest (analyze/tags.py): the same words.
 PATTERN = (
     r"Running: \d+ reqs, (?:Swapped: \d+ reqs, )?(?:Waiting|Pending): \d+|#running-req: \d+"
+    r"|Avg prompt throughput: [\d.]+ tokens/s"
     r"|new prompt, n_ctx_slot = \d+|starting llama server\" cmd=.*--ctx-size \d+"
     r"|initializing, n_slots = \d+, n_ctx_slot = \d+|stop processing: n_(?:past|tokens) = \d+"
 )
@@ -64,11 +75,28 @@ class Reading:
     running: int
     waiting: int
     cache: float | None  # share of the KV cache in use, 0..1
+    # Tokens per second since the previous line, prompt and generated together (vLLM's
+    # two, SGLang's generation); None where the line does not say.
+    throughput: float | None = None
+
+
+def _throughput(line: str) -> float | None:
+    if m := _VLLM_RATE.search(line):
+        return float(m["prompt"]) + float(m["generation"])
+    if m := _SGLANG_RATE.search(line):
+        return float(m["generation"])
+    return None
 
 
 def readings(lines: list[str]) -> list[Reading]:
     out = []
+    wrapped: float | None = None  # a line of throughput alone, for the counts that follow
     for line in lines:
+        rate = _throughput(line)
+        if rate is not None and not any(p.search(line) for p in _LINES):
+            wrapped = rate
+            continue
+        rate, wrapped = (wrapped if rate is None else rate), None
         for pattern in _LINES:
             m = pattern.search(line)
             if not m:
@@ -81,7 +109,7 @@ def readings(lines: list[str]) -> list[Reading]:
                 if found.get("share")
                 else None
             )
-            out.append(Reading(int(found["running"]), int(found["waiting"]), cache))
+            out.append(Reading(int(found["running"]), int(found["waiting"]), cache, rate))
             break
     return out
 
