@@ -1374,6 +1374,44 @@ def test_one_jump_where_nothing_loads_a_second_model_is_the_engines_own(tmp_path
     assert not any("a step, not a ratchet" in e for e in leak["evidence_against"]), leak
 
 
+def _evening_leak_to_the_fall(peak: float) -> Builder:
+    """SGLang on a 24 GiB card, 19.4 GiB between requests all day; through the evening's
+    last three hours the floor rose bursts by burst to `peak`, then its target went down
+    (an EngineDown alert) and nothing in a log says why. The death released the card."""
+    n = len(DAY)
+    card = [19.4 * GIB + (0.6 * GIB if i % 6 == 3 else 0.0) for i in range(n - 38)]
+    card += [19.4 * GIB + (peak - 19.4 * GIB) * (k // 6 + 1) / 6 for k in range(36)]
+    card += [0.4 * GIB] * 2
+    return history(
+        base(trigger=("alert", "EngineDown", "up == 0 for 1m")),
+        {
+            "targets_up": [
+                up("gateway", [1.0] * n),
+                seen("sglang", 30000, [1.0] * (n - 2) + [0.0] * 2),
+            ],
+            "accelerator_memory_used": _series("dcgm", noisy(card, 0.02 * GIB)),
+            "accelerator_memory_total": _series("dcgm", [24.0 * GIB] * n),
+        },
+    )
+
+
+def test_a_floor_that_rose_until_the_card_was_full_when_the_engine_fell_is_a_leak(tmp_path):
+    """No log line says the card ran out, but the scrape does: 23.4 of 24 GiB in the
+    minutes before the engine's target fell (blind histories lk04, lk08: the rise read as
+    'one jump: a step, not a ratchet', insufficient-evidence)."""
+    result = verdict(tmp_path, _evening_leak_to_the_fall(peak=23.4 * GIB))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    leak = result["candidates"][0]
+    assert not any("a step, not a ratchet" in e for e in leak["evidence_against"]), leak
+
+
+def test_the_same_rise_with_room_left_on_the_card_is_not_called_a_leak(tmp_path):
+    """The look-alike: the same evening rise ending at 20.9 of 24 GiB: nothing says memory
+    ran out, so the engine's fall is not this rise's, and the rise alone is a step."""
+    result = verdict(tmp_path, _evening_leak_to_the_fall(peak=20.9 * GIB))
+    assert result["verdict"] != "leak-ratchet", scores(result)
+
+
 def test_the_same_jump_as_a_second_server_came_up_is_a_step(tmp_path):
     result = verdict(tmp_path, _one_jump_to_the_kill(second_server=True))
     leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")

@@ -127,6 +127,7 @@ PROCESS_BUNDLE_GAP_S = 60.0  # readings of one bundle are seconds apart; bundles
 PROCESS_LEAK_BYTES = 0.5 * GIB  # a process that grew half a GiB ...
 PROCESS_LEAK_FACTOR = 2.0  # ... to twice its first floor, bundle after bundle
 CRITICAL_AVAILABLE = 0.03  # under 3% available, read once, the machine is out
+FULL_AT_FALL_S = 900  # the card's readings this long before an engine fell are what it had
 LOW_AVAILABLE = 0.05  # available memory under 5% of the total is exhaustion ...
 LOW_AVAILABLE_SAMPLED = 0.10  # ... and under 10% of it on a coarse scrape beside a kill
 SWAP_FILLED_BYTES = 1 * GIB  # swap taking a GiB more in the hours before: it did not fit
@@ -1496,7 +1497,21 @@ def _engine_ran_out(f: Facts) -> str | None:
         return "the kernel took the engine"
     if _card_ran_out(f):
         return "the engine's allocation failed"
-    return None
+    return _full_at_the_fall(f)
+
+
+def _full_at_the_fall(f: Facts) -> str | None:
+    """A scrape's view of the card running out, where no log line says so: a service's
+    target went down with the card's line, in the minutes before, within LOW_AVAILABLE of
+    its total. The death releases the memory; the readings before it are what it had."""
+    w = _window(f)
+    if not (w.failure and w.failure.dated_by.source == "target"):
+        return None
+    totals = _values(f, "accelerator_total")
+    used = known(w.last(f.series.get("accelerator_used", []), FULL_AT_FALL_S))
+    if not totals or not used or max(used) < (1 - LOW_AVAILABLE) * max(totals):
+        return None
+    return f"the service went down with the card full ({_gib(max(used))} of {_gib(max(totals))})"
 
 
 def _card_ran_out(f: Facts) -> bool:
