@@ -1870,7 +1870,7 @@ def test_the_prompts_grown_beside_a_cache_read_with_room_leave_the_rise_to_the_l
     result = verdict(tmp_path, _warmed_up_then(per_answer_late=30.0, cache_read=True))
     leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
     assert not any("prompts grew" in e for e in leak["evidence_against"]), leak
-    assert any("the KV cache did not climb with it" in e for e in leak["evidence_for"]), leak
+    assert any("the kv cache did not climb with it" in e for e in leak["evidence_for"]), leak
 
 
 def _second_model_minutes_before(manager: str | None) -> Builder:

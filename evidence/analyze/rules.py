@@ -629,7 +629,12 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
         elif grew:
             j.add(_unless_healthy(w, name), grew)
         else:
-            j.evidence_against.append(f"{label} stayed in its usual range: {said}")
+            within = (
+                "stayed in its usual range"
+                if now <= before
+                else "rose too little past its usual range to say the context grew"
+            )
+            j.evidence_against.append(f"{label} {within}: {said}")
     _preempted(f, j, explained=bool(busier) or prompts is False)
     if not f.has("requests_running"):
         j.missing.append("requests running")
@@ -698,9 +703,11 @@ def _prompt_lengths(f: Facts) -> tuple[bool | None, str] | None:
     if latest is None or len(usual) < 3:
         return None, "hours of prompt and generated tokens before the incident and in it"
     now, before = ratio[latest], max(usual)
+    end = "the failure" if w.failure else "the capture"
     said = (
-        f"{now:.1f} prompt tokens per generated token in the latest busy hour before the "
-        f"failure, against at most {before:.1f} in any hour before the incident window"
+        f"{now:.1f} prompt tokens per generated token in the latest busy hour before {end}, "
+        f"against at most {before:.1f} in any hour before the incident window (a rise "
+        f"needs {CREEP_OVER_USUAL:.2g} times that)"
     )
     return now > CREEP_OVER_USUAL * before, said
 
@@ -717,7 +724,7 @@ def _prompts_grew(f: Facts, j: Judgement) -> bool | None:
         words = f"the prompts grew longer for answers of the same size: {said}"
         j.add(3 if _window(f).failure else 1, words)
     else:
-        j.evidence_against.append(f"the prompts kept their usual length: {said}")
+        j.evidence_against.append(f"the prompts did not grow past their usual length: {said}")
     return grew
 
 
@@ -1392,7 +1399,8 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
                     "context's, not a leak"
                 )
             elif cache:
-                j.add(1, "the KV cache did not climb with it: the rise is not the cache")
+                read = " or ".join(n.replace("_", " ") for n in cache)
+                j.add(1, f"the {read} did not climb with it: the rise is not the context")
             return
         climbed = _engine_climbed(f, name, label, least)
         if climbed:
