@@ -361,6 +361,43 @@ def test_a_queue_that_came_before_the_stall_is_still_more_callers(tmp_path):
     assert result["verdict"] == "concurrency-overload", scores(result)
 
 
+def _prompts_creeping_for(hours: int, trigger: tuple) -> Builder:
+    """vLLM answering the same callers all day (250 generated tokens a second); the
+    conversations resend ten prompt tokens per answer token until `hours` before the end,
+    then ever more, to seventy; the engine's target falls at the end unless by cron."""
+    n = len(DAY)
+    start = n - hours * 12
+    ratio = [10.0 if i < start else 10.0 + 60.0 * (i - start) / (n - start) for i in range(n)]
+    generated, prompt, g, p = [], [], 0.0, 0.0
+    for r in ratio:
+        g, p = g + 250.0 * 300, p + r * 250.0 * 300
+        generated.append(g)
+        prompt.append(p)
+    return history(
+        base(trigger=trigger),
+        {
+            "targets_up": [seen("vllm", 8000, [1.0] * (n - 1) + [float(trigger[0] == "cron")])],
+            "tokens_generated": plain("vllm:generation_tokens_total", generated),
+            "tokens_prompt": plain("vllm:prompt_tokens_total", prompt),
+        },
+    )
+
+
+def test_a_creep_that_began_sixteen_hours_before_is_read_from_before_it_began(tmp_path):
+    """Every hour of the incident window's day before it had crept already: against them
+    the last hour is nothing new. Against the hours before the climb began it is seven
+    times as long (blind histories cc02, cc05: insufficient-evidence)."""
+    result = verdict(tmp_path, _prompts_creeping_for(16, ("alert", "EngineDown")))
+    assert result["verdict"] == "context-creep", scores(result)
+    said = " ".join(result["candidates"][0]["evidence_for"])
+    assert "climbing through the last" in said, said
+
+
+def test_the_same_climb_with_nothing_failed_is_only_a_note(tmp_path):
+    result = verdict(tmp_path, _prompts_creeping_for(16, ("cron", "baseline")))
+    assert scores(result)["context-creep"] < 3, scores(result)
+
+
 def test_a_queue_through_the_ninety_minutes_before_the_failure_is_sustained(tmp_path):
     # 18 of 288 readings (6% of the day) waited: all in the 90 minutes before the fall.
     n = len(DAY)

@@ -79,6 +79,7 @@ STALL_LEADS_S = 900  # a stall this far ahead of the queue is what the queue for
 QUEUED = 0.5  # requests waiting: a gauge of whole requests, averaged by a scrape's step
 SLOWED_SHARE = 0.8  # serving under this share of a usual busy hour is an engine slowed
 PROMPT_MIN_GENERATED = 200  # an hour that generated fewer tokens says nothing of lengths
+SLOW_CREEP_LOOKS_H = (6, 9, 12, 16)  # a creep's climb may have begun this long before
 CREEP_OVER_USUAL = 1.25  # cache per request 25% above the highest hourly level earlier
 LOAD_OVER_USUAL = 1.25  # requests running this far above the busiest hour is more load
 MODEL_SHARE = 0.05  # a second model is at least 5% of the pool (a 0.7 GiB step on a 24 GiB
@@ -709,7 +710,24 @@ def _prompt_lengths(f: Facts) -> tuple[bool | None, str] | None:
         f"against at most {before:.1f} in any hour before the incident window (a rise "
         f"needs {CREEP_OVER_USUAL:.2g} times that)"
     )
-    return now > CREEP_OVER_USUAL * before, said
+    if now > CREEP_OVER_USUAL * before:
+        return True, said
+    # A creep of many hours has no before in the incident window's day: the hours just
+    # before it crept too. Where the ratio climbed through the last hours, the hours
+    # before that climb are the before.
+    hours = [(w.end - h * HOUR_S, r) for h, r in sorted(ratio.items(), reverse=True)]
+    for look in SLOW_CREEP_LOOKS_H:
+        climbing = [(t, r) for t, r in hours if t > w.end - look * HOUR_S]
+        earlier = [r for t, r in hours if t <= w.end - look * HOUR_S]
+        if len(earlier) < 3 or not shapes.climb(climbing).verdict:
+            continue
+        if now > CREEP_OVER_USUAL * max(earlier):
+            return True, (
+                f"{now:.1f} prompt tokens per generated token in the latest busy hour before "
+                f"{end}, climbing through the last {look} h from at most {max(earlier):.1f} "
+                "in any hour before"
+            )
+    return False, said
 
 
 def _prompts_grew(f: Facts, j: Judgement) -> bool | None:
