@@ -313,6 +313,48 @@ def test_a_partial_offload_that_fits_the_host_is_ollamas_normal_way(tmp_path):
     assert result["verdict"] == "no-fault", scores(result)
 
 
+def _scout_load(free: str) -> list[str]:
+    """ollama/ollama#10739's journal lines, each whole as journald prints it (the thread
+    wraps them): Ollama's reading of host memory, its estimate, the runner killed."""
+    head = "May 16 17:44:49 Debian ollama[6012]: time=2025-05-16T17:44:49.{ms}+02:00 level="
+    return [
+        head.format(ms="091") + 'INFO source=server.go:135 msg="system memory" '
+        f'total="62.6 GiB" free="{free}" free_swap="215.1 MiB"',
+        head.format(ms="187") + "INFO source=server.go:168 msg=offload library=cuda "
+        'layers.requested=-1 layers.model=49 layers.offload=4 layers.split="" '
+        'memory.available="[11.4 GiB]" memory.gpu_overhead="0 B" '
+        'memory.required.full="68.3 GiB" memory.required.partial="10.9 GiB" '
+        'memory.required.kv="2.2 GiB" memory.required.allocations="[10.9 GiB]"',
+        "May 16 17:45:16 Debian ollama[6012]: time=2025-05-16T17:45:16.661+02:00 level=ERROR "
+        'source=sched.go:478 msg="error loading llama server" error="llama runner process '
+        'has terminated: signal: killed"',
+    ]
+
+
+def _only_the_journal(lines: list[str]) -> Thread:
+    b = Thread("debian", AT, ("healthcheck", "ollama", "HTTP 500"))
+    return b.tails(b.journal("ollama", lines))
+
+
+def test_ollamas_own_reading_of_host_memory_shows_the_load_did_not_fit(tmp_path):
+    """No memory probe: Ollama's own line says 59.1 GiB free (and swap) when 56.9 GiB had
+    to come from the host, and the runner was then killed."""
+    result = verdict(tmp_path, _only_the_journal(_scout_load("59.1 GiB")))
+    assert result["verdict"] == "admission-overcommit", scores(result)
+    assert "by Ollama's own reading" in result["candidates"][0]["evidence_for"][0]
+
+
+def test_the_same_load_on_a_host_with_room_is_no_overcommit(tmp_path):
+    """The look-alike: the runner was killed all the same, but the host had room for what
+    the GPU could not take: the load is not what ran out."""
+    lines = _scout_load("59.1 GiB")
+    lines[0] = lines[0].replace(
+        'total="62.6 GiB" free="59.1 GiB"', 'total="250 GiB" free="240 GiB"'
+    )
+    result = verdict(tmp_path, _only_the_journal(lines))
+    assert scores(result)["admission-overcommit"] < 3, scores(result)
+
+
 def test_pytorchs_out_of_memory_states_its_sizes(tmp_path):
     line = (
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.16 GiB. GPU 0 has a "

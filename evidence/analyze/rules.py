@@ -3426,10 +3426,36 @@ def _estimate(f: Facts) -> tuple[int, str] | None:
         return 4, f"{said}, more than the machine's {_gib(f.memory_total)}"
     if available:
         return None  # it fitted in host memory: a partial offload, Ollama's normal way
-    killed = f.lines.get("unit-oom") or any(engine_kill(t) for _, t in f.oom_kills)
+    killed = (
+        f.lines.get("unit-oom")
+        or f.lines.get("runner-killed")
+        or any(engine_kill(t) for _, t in f.oom_kills)
+    )
+    own = _ollama_host_free(f)
+    if own is not None:
+        total, free = own
+        if free - spill < LOW_AVAILABLE * total:
+            return (4 if killed else 3), (
+                f"{said}, which by Ollama's own reading had {_gib(free)} free of "
+                f"{_gib(total)}: {_gib(max(free - spill, 0))} left for everything else"
+                + (", and the runner was killed" if killed else "")
+            )
+        return None
     if killed:
         return 3, f"{said} (not measured), and the OOM killer took the engine"
     return 2, f"{said} (host memory at the load not measured)"
+
+
+def _ollama_host_free(f: Facts) -> tuple[float, float] | None:
+    """Host memory as Ollama read it planning its last load: (total, free with free swap)."""
+    lines = f.lines.get("load-host-memory", [])
+    if not lines:
+        return None
+    said = dict(re.findall(r'(total|free|free_swap)="([^"]+)"', lines[-1]))
+    if "total" not in said or "free" not in said:
+        return None
+    free = sum(_bytes(said["free"])) + sum(_bytes(said.get("free_swap", "")))
+    return sum(_bytes(said["total"])), free
 
 
 def _contrast(f: Facts) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
