@@ -361,6 +361,17 @@ def test_a_queue_that_came_before_the_stall_is_still_more_callers(tmp_path):
     assert result["verdict"] == "concurrency-overload", scores(result)
 
 
+def _token_counters(ratio: list[float], per_s: float) -> tuple[list[float], list[float]]:
+    """Generated and prompt token counters at the 5 min step: `per_s` generated a second,
+    and `ratio` prompt tokens per generated one at each reading."""
+    generated, prompt, g, p = [], [], 0.0, 0.0
+    for r in ratio:
+        g, p = g + per_s * 300, p + r * per_s * 300
+        generated.append(g)
+        prompt.append(p)
+    return generated, prompt
+
+
 def _prompts_creeping_for(hours: int, trigger: tuple) -> Builder:
     """vLLM answering the same callers all day (250 generated tokens a second); the
     conversations resend ten prompt tokens per answer token until `hours` before the end,
@@ -368,11 +379,7 @@ def _prompts_creeping_for(hours: int, trigger: tuple) -> Builder:
     n = len(DAY)
     start = n - hours * 12
     ratio = [10.0 if i < start else 10.0 + 60.0 * (i - start) / (n - start) for i in range(n)]
-    generated, prompt, g, p = [], [], 0.0, 0.0
-    for r in ratio:
-        g, p = g + 250.0 * 300, p + r * 250.0 * 300
-        generated.append(g)
-        prompt.append(p)
+    generated, prompt = _token_counters(ratio, per_s=250.0)
     return history(
         base(trigger=trigger),
         {
@@ -1201,6 +1208,29 @@ def _killed_after(used: list[float], kill: str = VLLM_KILL, **series: list[dict]
         },
     )
     return b.kernel([kill], ago_s=3 * 60)
+
+
+def _ratchet_beside_a_high_water(grew: bool) -> Builder:
+    """llama-server's host floor ratcheting up 30 GiB through the day to the kill, its
+    context high-water climbing all day as a high-water does, and the prompts, read from
+    its counters, ten tokens per answer token all day (or, `grew`, ever longer)."""
+    n = len(DAY)
+    used = _floors([(k * 24, 40 * GIB + k * 2.5 * GIB) for k in range(12)], 6 * GIB)
+    ratio = [10.0 + (30.0 * i / n if grew else 0.0) for i in range(n)]
+    generated, prompt = _token_counters(ratio, per_s=50.0)
+    return _killed_after(
+        used,
+        context_high_water=plain("llamacpp:n_tokens_max", [2000.0 + 20 * i for i in range(n)]),
+        tokens_generated=plain("llamacpp:tokens_predicted_total", generated),
+        tokens_prompt=plain("llamacpp:prompt_tokens_total", prompt),
+    )
+
+
+def test_a_high_water_climbing_by_nature_beside_prompts_of_one_length_is_no_creep(tmp_path):
+    """Blind history lk01: the leak and the creep tied 2-2 (insufficient-evidence) because
+    the rise 'tracked' a high-water that climbs whatever the conversations do."""
+    result = verdict(tmp_path, _ratchet_beside_a_high_water(grew=False))
+    assert result["verdict"] == "leak-ratchet", scores(result)
 
 
 def test_an_engine_climbing_without_a_pause_to_its_kill_is_a_fast_leak(tmp_path):
@@ -2424,6 +2454,45 @@ def test_a_host_line_back_where_it_stood_a_day_earlier_is_the_days_round(tmp_pat
     assert result["verdict"] == "no-fault", scores(result)
     leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
     assert any("a day earlier" in e for e in leak["evidence_against"]), leak
+
+
+def _a_day_round_seen_by_prometheus(back_at: float, engine_up: list[float]) -> Builder:
+    """The same day's round with no engine in the process table (the capture ran beside
+    the history's machine, or its table was not read): only Prometheus says the engine ran
+    on. The line ends at `back_at` (40 GiB stood a day earlier)."""
+    n = len(DAY)
+    used = [40 * GIB if i < 6 else 24 * GIB + (back_at - 24 * GIB) * max(0, i - 24) / (n - 25)
+            for i in range(n)]  # fmt: skip
+    return history(
+        base(trigger=("cron", "baseline")),
+        {
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in used]
+            ),
+            "targets_up": [seen("llama-server", 8080, engine_up)],
+        },
+    )
+
+
+def test_a_day_round_a_little_above_yesterday_with_the_engine_up_throughout_is_no_leak(
+    tmp_path,
+):
+    """Blind healthy days (a browser through the evening, the capture near its peak) were
+    called leak-ratchet: the engines were Prometheus targets, not processes here, and the
+    evening stood a GiB above the day before's."""
+    n = len(DAY)
+    result = verdict(tmp_path, _a_day_round_seen_by_prometheus(41 * GIB, [1.0] * n))
+    assert result["verdict"] == "no-fault", scores(result)
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert any("a day earlier" in e for e in leak["evidence_against"]), leak
+
+
+def test_the_same_round_with_the_engine_restarted_after_the_low_is_not_excused(tmp_path):
+    n = len(DAY)
+    up = [1.0] * 100 + [0.0] * 2 + [1.0] * (n - 102)  # restarted after the night's low
+    result = verdict(tmp_path, _a_day_round_seen_by_prometheus(41 * GIB, up))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert not any("a day earlier" in e for e in leak["evidence_against"]), leak
 
 
 def test_the_same_day_after_the_engine_restarted_below_it_is_a_leak(tmp_path):

@@ -1376,10 +1376,18 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             # incident window (a floor that rose all day did not wait for the cache).
             earlier = [v for t, v in floors[onset:] if t < w.start]
             late = not earlier or levels[-1] - earlier[-1] >= (levels[-1] - levels[onset]) / 2
+            # A high-water only rises: where the prompts, read directly, kept their length,
+            # its slow climb through the day is its nature, not the conversations growing
+            # (a jump past anything earlier still is).
+            lengths = _prompt_lengths(f)
+            natural = lengths is not None and lengths[0] is False
             tracked = [
                 n
                 for n in cache
-                if shapes.climb(w.upto(f.series[n])).verdict
+                if (
+                    shapes.climb(w.upto(f.series[n])).verdict
+                    and not (n == "context_high_water" and natural)
+                )
                 or (late and (now := _against_usual(w, f.series[n])) and _rose_past(*now))
             ]
             reloaded = [said for _, said, grew in _model_contexts(f) if grew]
@@ -1391,7 +1399,6 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             # rise, whatever the high water says (at the most a slot holds it cannot
             # climb). A floor already climbing before is a leak the prompts happened beside;
             # and where the cache's own use was read, a cache with room did not take it.
-            lengths = _prompt_lengths(f)
             inside = levels[-1] - (earlier or levels[onset : onset + 1])[-1]
             before = [v for t, v in floors if w.start - 2 * INCIDENT_S <= t < w.start]
             prompts = (
@@ -1494,19 +1501,34 @@ def _held_elsewhere(f: Facts, levels: list[float]) -> str | None:
 
 def _a_day_round(f: Facts, series: shapes.Series, now: float) -> str | None:
     """Nothing failed, and a day earlier, where the look-back begins, the host's line stood
-    where its floor stands now; it fell in between while every engine ran on (each started
-    before the fall). The engines' memory does not fall while they run: the rise is the
-    day's round of something else (a desktop, a job), not a leak piling up."""
+    about where its floor stands now (within a quarter of the day's swing); it fell in
+    between while every engine ran on (each started before the fall, or, where the
+    process table is not the engines' machine, each engine target up since). The engines'
+    memory does not fall while they run: the rise is the day's round of something else
+    (a desktop, a job), not a leak piling up."""
     pts = [(t, v) for t, v in series if v is not None]
     if _window(f).failure or not pts or pts[-1][0] - pts[0][0] < DAY_ROUND_S:
         return None
     before = _median([v for t, v in pts if t < pts[0][0] + DAY_ROUND_START_S])
     fell_at, low = min(pts, key=lambda p: p[1])
-    engines = [p for p in f.processes if is_engine(p["name"] or "")]
-    if before < now or not engines or any(p["started"] is None for p in engines):
+    if now - before > (now - low) / 4:
         return None
-    if any(p["started"] > fell_at for p in engines):
-        return None  # an engine restarted since: the fall may be its release
+    engines = [p for p in f.processes if is_engine(p["name"] or "")]
+    if engines:
+        if any(p["started"] is None for p in engines):
+            return None
+        if any(p["started"] > fell_at for p in engines):
+            return None  # an engine restarted since: the fall may be its release
+    else:
+        servers = [
+            s
+            for t, s in f.targets.items()
+            if is_service(t)
+            and not is_gateway(t)
+            and [v for _, v in s if v is not None][-1:] == [1]
+        ]
+        if not servers or not all(_up_through(s, fell_at, pts[-1][0]) for s in servers):
+            return None
     return (
         f"the host's line stood at {_gib(before)} a day earlier, fell to {_gib(low)} "
         f"{_at(f, fell_at)} while the engines ran on, and rose back: the day's round of "
