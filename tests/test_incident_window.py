@@ -354,22 +354,18 @@ def test_a_queue_that_formed_behind_a_memory_stall_is_the_stall(tmp_path):
     assert any("formed behind the stall" in e for e in overload["evidence_against"]), overload
 
 
+def test_a_stall_of_six_hours_is_read_against_the_hours_before_it_began(tmp_path):
+    """Blind histories nps2, nps4: stalled 12-18 % for 4.5-6 h, read as 'against 12 % at
+    worst earlier': the stall's own first hours were taken for the machine's usual."""
+    result = verdict(tmp_path, _stall_beside_a_queue(stall_from=72, queue_from=0))
+    assert result["verdict"] == "memory-pressure-stall", scores(result)
+
+
 def test_a_queue_that_came_before_the_stall_is_still_more_callers(tmp_path):
     """The look-alike: requests queued for two and a half hours and the stall came only in
     the last fifty minutes: the stall came after the queue, it did not make it."""
     result = verdict(tmp_path, _stall_beside_a_queue(stall_from=10, queue_from=30))
     assert result["verdict"] == "concurrency-overload", scores(result)
-
-
-def _token_counters(ratio: list[float], per_s: float) -> tuple[list[float], list[float]]:
-    """Generated and prompt token counters at the 5 min step: `per_s` generated a second,
-    and `ratio` prompt tokens per generated one at each reading."""
-    generated, prompt, g, p = [], [], 0.0, 0.0
-    for r in ratio:
-        g, p = g + per_s * 300, p + r * per_s * 300
-        generated.append(g)
-        prompt.append(p)
-    return generated, prompt
 
 
 def _prompts_creeping_for(hours: int, trigger: tuple) -> Builder:
@@ -379,7 +375,8 @@ def _prompts_creeping_for(hours: int, trigger: tuple) -> Builder:
     n = len(DAY)
     start = n - hours * 12
     ratio = [10.0 if i < start else 10.0 + 60.0 * (i - start) / (n - start) for i in range(n)]
-    generated, prompt = _token_counters(ratio, per_s=250.0)
+    counters = _token_counters([250.0 * 300] * n, ratio)
+    generated, prompt = ([v for _, v in counters[k]] for k in ("tokens_generated", "tokens_prompt"))
     return history(
         base(trigger=trigger),
         {
@@ -1217,7 +1214,8 @@ def _ratchet_beside_a_high_water(grew: bool) -> Builder:
     n = len(DAY)
     used = _floors([(k * 24, 40 * GIB + k * 2.5 * GIB) for k in range(12)], 6 * GIB)
     ratio = [10.0 + (30.0 * i / n if grew else 0.0) for i in range(n)]
-    generated, prompt = _token_counters(ratio, per_s=50.0)
+    counters = _token_counters([50.0 * 300] * n, ratio)
+    generated, prompt = ([v for _, v in counters[k]] for k in ("tokens_generated", "tokens_prompt"))
     return _killed_after(
         used,
         context_high_water=plain("llamacpp:n_tokens_max", [2000.0 + 20 * i for i in range(n)]),

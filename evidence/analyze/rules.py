@@ -2254,9 +2254,14 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
         if with_server and alone and (one_model or not w.failure):
             t, target = with_server[0]
             j.add(1, f"{label} stepped up {_gib(size)} as {target} came up: a model loaded")
-        elif with_server and not w.failure and (step.after or 0) < ROOM_LEFT * pool:
-            # Nothing failed and the line kept room: two models side by side by design, a
-            # note until memory runs short.
+        elif (
+            with_server
+            and not w.failure
+            and f.bundle["trigger_kind"] == "cron"
+            and (step.after or 0) < ROOM_LEFT * pool
+        ):
+            # A routine snapshot, nothing failed and the line kept room: two models side by
+            # side by design, a note until memory runs short (a person looking is told).
             t, target = with_server[0]
             j.add(
                 1,
@@ -3036,14 +3041,20 @@ def _stall_in_window(f: Facts, j: Judgement) -> None:
 
 def _stall_shares(f: Facts) -> tuple[float, float] | None:
     """The share of time tasks stalled on memory in the hour before the failure and in the
-    worst hour before the incident window, from node-exporter's PSI counter; None without
-    readings of that hour."""
+    worst hour before the stall began, from node-exporter's PSI counter; None without
+    readings of that hour. A stall of many hours has no before in the incident window's
+    day: the hours stalled without a break up to the window are part of it, not the
+    machine's usual (while 3 hours at least remain before them)."""
     w = _window(f)
     stalled = _rate(w.upto(f.series.get("psi_some_seconds", [])))
     recent = known(w.last(stalled, RECENT_S))
     if len(recent) < 3:
         return None
-    return _median(recent), max(_hourly(w.reference(stalled), _median), default=0.0)
+    hours = list(_by_hour(w.reference(stalled)).items())
+    earlier = [_median(vs) for _, vs in hours]
+    while len(earlier) > 3 and earlier[-1] >= PSI_HISTORY_HIGH:
+        earlier.pop()
+    return _median(recent), max(earlier, default=0.0)
 
 
 def _swap_filled(f: Facts, j: Judgement) -> bool | None:
