@@ -361,6 +361,44 @@ def test_a_stall_of_six_hours_is_read_against_the_hours_before_it_began(tmp_path
     assert result["verdict"] == "memory-pressure-stall", scores(result)
 
 
+def _killed_with_available_at_11_percent(swap_free_at_end: float) -> Builder:
+    """A 32 GiB box: available falls through the last two hours to 3.5 GiB (11 %), the
+    kernel's OOM-kill counter rises by one, the engine's target goes down; swap (4 GiB)
+    ends with `swap_free_at_end` free."""
+    n, total = len(DAY), 32 * GIB
+    available = [28 * GIB] * (n - 24) + [28 * GIB - 24.5 * GIB * (k + 1) / 22 for k in range(22)]
+    available += [20 * GIB] * 2
+    swap = [4 * GIB] * (n - 24) + [4 * GIB - (4 * GIB - swap_free_at_end) * (k + 1) / 22
+                                   for k in range(22)] + [swap_free_at_end] * 2  # fmt: skip
+    return history(
+        base(trigger=("alert", "EngineDown")),
+        {
+            "targets_up": [seen("llama-server", 8080, [1.0] * (n - 2) + [0.0] * 2)],
+            "host_memory_available": plain("node_memory_MemAvailable_bytes", available),
+            "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
+            "host_swap_total": plain("node_memory_SwapTotal_bytes", [4 * GIB] * n),
+            "host_swap_free": plain("node_memory_SwapFree_bytes", swap),
+            "host_oom_kills": plain("node_vmstat_oom_kill", [0.0] * (n - 2) + [1.0] * 2),
+        },
+    )
+
+
+def test_a_kill_with_swap_used_up_is_the_machine_out_though_available_read_11_percent(
+    tmp_path,
+):
+    """Blind round 2 nhx5: 'available memory stayed comfortable: lowest 3.4 GiB' of 32
+    beside an OOM kill and 3.9 of 4 GiB of swap used."""
+    result = verdict(tmp_path, _killed_with_available_at_11_percent(0.1 * GIB))
+    assert result["verdict"] == "host-exhaustion", scores(result)
+    assert any("with swap" in e for e in result["candidates"][0]["evidence_for"])
+
+
+def test_the_same_kill_with_swap_to_spare_is_not_read_as_the_machine_out(tmp_path):
+    result = verdict(tmp_path, _killed_with_available_at_11_percent(3 * GIB))
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    assert not any("with swap" in e for e in host["evidence_for"]), host
+
+
 def test_a_queue_that_came_before_the_stall_is_still_more_callers(tmp_path):
     """The look-alike: requests queued for two and a half hours and the stall came only in
     the last fifty minutes: the stall came after the queue, it did not make it."""

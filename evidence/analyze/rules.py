@@ -131,6 +131,7 @@ CRITICAL_AVAILABLE = 0.03  # under 3% available, read once, the machine is out
 FULL_AT_FALL_S = 900  # the card's readings this long before an engine fell are what it had
 LOW_AVAILABLE = 0.05  # available memory under 5% of the total is exhaustion ...
 LOW_AVAILABLE_SAMPLED = 0.10  # ... and under 10% of it on a coarse scrape beside a kill
+SWAP_FULL_SHARE = 0.1  # swap with under a tenth of it free is used up
 SWAP_FILLED_BYTES = 1 * GIB  # swap taking a GiB more in the hours before: it did not fit
 SWAPPING_PAGES_S = 10  # pages swapped out per second, through the hour: thrashing, not a blip
 # Reclaim counters that moved this much in the thirty seconds are pressure, not the trickle
@@ -2794,6 +2795,10 @@ def _exhaustion_in_window(
         j.add(1, f"{said}, and nothing was killed")
     elif share < LOW_AVAILABLE_SAMPLED and killed:
         j.add(2, f"{said} beside a kill (a scrape can miss the lowest point)")
+    elif killed and (full := _swap_ran_out(f)):
+        # What MemAvailable still counted was cache the kernel could not free fast enough:
+        # with swap gone too, the kill is the machine out of memory.
+        j.add(2, f"{said} beside a kill, with {full}")
     else:
         j.evidence_against.append(f"available memory stayed comfortable: lowest {_gib(low)}")
         return
@@ -3055,6 +3060,16 @@ def _stall_shares(f: Facts) -> tuple[float, float] | None:
     while len(earlier) > 3 and earlier[-1] >= PSI_HISTORY_HIGH:
         earlier.pop()
     return _median(recent), max(earlier, default=0.0)
+
+
+def _swap_ran_out(f: Facts) -> str | None:
+    """Swap all but used up in the incident window, in words; None where it was not, or
+    was not read (Linux's fixed swap, read by what is free)."""
+    free = known(_window(f).incident(f.series.get("swap_free_history", [])))
+    total = max(known(f.series.get("swap_total_history", [])), default=0.0)
+    if not free or total <= 0 or min(free) >= SWAP_FULL_SHARE * total:
+        return None
+    return f"swap {_gib(total - min(free))} of {_gib(total)} used"
 
 
 def _swap_filled(f: Facts, j: Judgement) -> bool | None:
