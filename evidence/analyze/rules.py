@@ -1524,9 +1524,7 @@ def _a_day_round(f: Facts, series: shapes.Series, now: float) -> str | None:
         servers = [
             s
             for t, s in f.targets.items()
-            if is_service(t)
-            and not is_gateway(t)
-            and [v for _, v in s if v is not None][-1:] == [1]
+            if is_service(t) and not is_gateway(t) and up_since(s) is not None
         ]
         if not servers or not all(_up_through(s, fell_at, pts[-1][0]) for s in servers):
             return None
@@ -2425,10 +2423,11 @@ def _servers_started(f: Facts) -> list[tuple[float, str]]:
     w = _window(f)
     started = []
     for target, series in f.targets.items():
-        since = up_since(w.upto(series))
+        upto = w.upto(series)
+        since = up_since(upto)
         if not is_service(target) or is_gateway(target) or since is None:
             continue
-        if rose(series) is not None or since - first_seen > HOUR_S:
+        if rose(upto) is not None or since - first_seen > HOUR_S:
             started.append((since, target))
     return started
 
@@ -3055,8 +3054,7 @@ def _stall_shares(f: Facts) -> tuple[float, float] | None:
     recent = known(w.last(stalled, RECENT_S))
     if len(recent) < 3:
         return None
-    hours = list(_by_hour(w.reference(stalled)).items())
-    earlier = [_median(vs) for _, vs in hours]
+    earlier = _hourly(w.reference(stalled), _median)
     while len(earlier) > 3 and earlier[-1] >= PSI_HISTORY_HIGH:
         earlier.pop()
     return _median(recent), max(earlier, default=0.0)

@@ -93,24 +93,20 @@ def readings(lines: list[str]) -> list[Reading]:
     wrapped: float | None = None  # a line of throughput alone, for the counts that follow
     for line in lines:
         rate = _throughput(line)
-        if rate is not None and not any(p.search(line) for p in _LINES):
-            wrapped = rate
+        m = next(filter(None, (pattern.search(line) for pattern in _LINES)), None)
+        if m is None:
+            wrapped = rate  # any other line ends what a wrapped one left
             continue
         rate, wrapped = (wrapped if rate is None else rate), None
-        for pattern in _LINES:
-            m = pattern.search(line)
-            if not m:
-                continue
-            found = m.groupdict()
-            cache = (
-                float(found["percent"]) / 100
-                if found.get("percent")
-                else float(found["share"])
-                if found.get("share")
-                else None
-            )
-            out.append(Reading(int(found["running"]), int(found["waiting"]), cache, rate))
-            break
+        found = m.groupdict()
+        cache = (
+            float(found["percent"]) / 100
+            if found.get("percent")
+            else float(found["share"])
+            if found.get("share")
+            else None
+        )
+        out.append(Reading(int(found["running"]), int(found["waiting"]), cache, rate))
     return out
 
 
