@@ -440,6 +440,40 @@ def test_the_same_climb_with_nothing_failed_is_only_a_note(tmp_path):
     assert scores(result)["context-creep"] < 3, scores(result)
 
 
+def _prompts_stepped_for(hours: int, trigger: tuple) -> Builder:
+    """vLLM answering the same callers all day at ten prompt tokens per answer token, until
+    `hours` before the end the conversations jumped to a hundred and then eased towards
+    fifty (a step, not a climb); the engine's target falls at the end unless by cron."""
+    n = len(DAY)
+    start = n - hours * 12
+    ratio = [10.0 if i < start else 100.0 - 50.0 * (i - start) / (n - start) for i in range(n)]
+    counters = _token_counters([250.0 * 300] * n, ratio)
+    generated, prompt = ([v for _, v in counters[k]] for k in ("tokens_generated", "tokens_prompt"))
+    return history(
+        base(trigger=trigger),
+        {
+            "targets_up": [seen("vllm", 8000, [1.0] * (n - 1) + [float(trigger[0] == "cron")])],
+            "tokens_generated": plain("vllm:generation_tokens_total", generated),
+            "tokens_prompt": plain("vllm:prompt_tokens_total", prompt),
+        },
+    )
+
+
+def test_prompts_that_jumped_four_hours_before_and_stayed_long_are_a_creep(tmp_path):
+    """Seed 202's context-creep-66283068749640: the conversations grew at once an hour
+    before the incident window and eased a little after; the jump's hour counted as usual
+    and no climb was seen, so the CUDA OOM that ended it read as the cause."""
+    result = verdict(tmp_path, _prompts_stepped_for(4, ("alert", "EngineDown")))
+    assert result["verdict"] == "context-creep", scores(result)
+    said = " ".join(result["candidates"][0]["evidence_for"])
+    assert "in every busy hour of the last" in said, said
+
+
+def test_the_same_step_with_nothing_failed_is_only_a_note(tmp_path):
+    result = verdict(tmp_path, _prompts_stepped_for(4, ("cron", "baseline")))
+    assert scores(result)["context-creep"] < 3, scores(result)
+
+
 def test_a_queue_through_the_ninety_minutes_before_the_failure_is_sustained(tmp_path):
     # 18 of 288 readings (6% of the day) waited: all in the 90 minutes before the fall.
     n = len(DAY)

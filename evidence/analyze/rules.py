@@ -728,6 +728,18 @@ def _prompt_lengths(f: Facts) -> tuple[bool | None, str] | None:
                 f"{end}, climbing through the last {look} h from at most {max(earlier):.1f} "
                 "in any hour before"
             )
+    # Conversations that grew at once and stayed long (a new agent's history, a document
+    # pasted into every turn) make a step, not a climb: every busy hour since it longer
+    # than every hour before it.
+    for onset in range(inside, max(SLOW_CREEP_LOOKS_H) + 1):
+        since = [r for h, r in ratio.items() if h <= onset]
+        earlier = [r for h, r in ratio.items() if h > onset]
+        if len(since) >= 2 and len(earlier) >= 3 and min(since) > CREEP_OVER_USUAL * max(earlier):
+            return True, (
+                f"{now:.1f} prompt tokens per generated token in the latest busy hour before "
+                f"{end}, and at least {min(since):.1f} in every busy hour of the last "
+                f"{onset + 1} h, against at most {max(earlier):.1f} in any hour before"
+            )
     return False, said
 
 
