@@ -399,6 +399,47 @@ def test_the_same_kill_with_swap_to_spare_is_not_read_as_the_machine_out(tmp_pat
     assert not any("with swap" in e for e in host["evidence_for"]), host
 
 
+def _ratchet_then_the_kill(held_after: float) -> Builder:
+    """A 32 GiB box with an engine of 6 GiB: a burst every two hours, each leaving the floor
+    1.5 GiB higher through the last twelve hours, then the last hour filling the machine;
+    the kernel kills, the engine's target goes down, and for the fifteen minutes after the
+    machine holds `held_after`."""
+    n, total, dead = len(DAY), 32 * GIB, len(DAY) - 4
+    used = []
+    for i in range(dead):
+        clicks = max(0, (i - (n - 144) - 13) // 24 + 1) if i >= n - 144 else 0
+        burst = 8 * GIB if (i % 24) in (10, 11, 12) else 0
+        used.append(8 * GIB + clicks * 1.5 * GIB + burst)
+    used[-12:] = [used[-13] + (31.6 * GIB - used[-13]) * (k + 1) / 12 for k in range(12)]
+    used = noisy(used, 0.1 * GIB) + [held_after] * 4
+    return history(
+        base(trigger=("alert", "EngineDown")),
+        {
+            "targets_up": [seen("llama-server", 8080, [1.0] * dead + [0.0] * 4)],
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [total - u for u in used]
+            ),
+            "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
+            "host_oom_kills": plain("node_vmstat_oom_kill", [0.0] * dead + [1.0] * 4),
+        },
+    )
+
+
+def test_a_rise_the_machine_still_held_after_the_engine_died_is_not_its_leak(tmp_path):
+    """Blind round 2 nhx1, nhx2: a build (a dataset job) grew until the kernel killed the
+    engine, and the kill gave back only the engine's own 6 GiB. Leak-ratchet read the
+    floors (5 against host-exhaustion's 3); a leaker's death gives its leak back."""
+    result = verdict(tmp_path, _ratchet_then_the_kill(held_after=25 * GIB))
+    assert result["verdict"] == "host-exhaustion", scores(result)
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert any("the rise outlived the engine" in e for e in leak["evidence_against"]), leak
+
+
+def test_the_same_rise_given_back_by_the_engines_death_is_its_leak(tmp_path):
+    result = verdict(tmp_path, _ratchet_then_the_kill(held_after=2 * GIB))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+
+
 def test_a_queue_that_came_before_the_stall_is_still_more_callers(tmp_path):
     """The look-alike: requests queued for two and a half hours and the stall came only in
     the last fifty minutes: the stall came after the queue, it did not make it."""

@@ -116,6 +116,7 @@ LEAK_CLICKS = 2  # ... and clicked more than once: one rise is a step
 HELD_S = 900.0  # a level held a quarter hour, not the allocations of the last minutes
 CLIMB_READINGS = 6  # half-hourly bundles through the incident window: enough to see a climb
 SHARED_JUMP = 0.75  # the host's floor jumping three quarters of the card's: one pool
+OUTLIVED_SHARE = 0.25  # a quarter of a rise still held once its supposed leaker died
 FLOOR_NOISE = 0.1  # a floor moving under a tenth of the run's rise has neither risen nor fallen
 TIGHT_SHARE = 0.05  # under this share available, an idle holder keeps others out (a
 #                     GB10 holding its one model runs at 10% available, and is fine)
@@ -1365,7 +1366,11 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
         elsewhere = (
             name == "memory_used"
             and onset is not None
-            and (_held_elsewhere(f, levels) or _a_day_round(f, upto, levels[-1]))
+            and (
+                _held_elsewhere(f, levels)
+                or _a_day_round(f, upto, levels[-1])
+                or _outlived_the_engine(f, levels[onset], levels[-1])
+            )
         )
         if elsewhere:
             j.evidence_against.append(elsewhere)
@@ -1509,6 +1514,24 @@ def _held_elsewhere(f: Facts, levels: list[float]) -> str | None:
         f"the engines hold {_gib(held)} at the capture and {other} {_gib(most)}, of the "
         f"{_gib(rise)} the floor rose and still held: another process's growth, not the "
         "engine's"
+    )
+
+
+def _outlived_the_engine(f: Facts, floor: float, risen: float) -> str | None:
+    """The kernel killed and the engine went down: had the engine leaked the rise, its
+    death gave the rise back (its whole memory with it, to below the floor the rise began
+    from). The machine still holding a good share of the rise in the minutes after is
+    another process's growth, the host running out, whatever the floors looked like."""
+    w = _window(f)
+    if not w.failure or not (_machine_killed(f) or _kills_in_history(f)):
+        return None
+    after = known([(t, v) for t, v in f.series["memory_used"] if w.end < t <= w.end + HELD_S])
+    if not after or min(after) - floor < OUTLIVED_SHARE * (risen - floor):
+        return None
+    return (
+        f"with the engine down the machine still held {_gib(min(after))}, "
+        f"{_gib(min(after) - floor)} above the floor of {_gib(floor)} the rise began from: the "
+        "rise outlived the engine, another process's growth (host-exhaustion)"
     )
 
 
