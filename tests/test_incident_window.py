@@ -440,6 +440,46 @@ def test_the_same_rise_given_back_by_the_engines_death_is_its_leak(tmp_path):
     assert result["verdict"] == "leak-ratchet", scores(result)
 
 
+def _card_climbed_under_steady_load(card_by_day: list[float], running_late: float) -> Builder:
+    """llama-server under office load without a pause (two requests running all day,
+    `running_late` in the last three hours) on a 24 GiB card: the card's line as
+    `card_by_day`, then through the last two and a half hours it climbs 4 GiB, and the
+    engine's target goes down. No kill, no log line."""
+    n = len(DAY)
+    card = [*card_by_day[: n - 32], *(card_by_day[n - 33] + 4 * GIB * k / 30 for k in range(30))]
+    card += [0.4 * GIB] * 2
+    running = [2.0] * (n - 36) + [running_late] * 36
+    return history(
+        base(trigger=("alert", "EngineDown")),
+        {
+            "targets_up": [seen("llama-server", 8080, [1.0] * (n - 2) + [0.0] * 2)],
+            "accelerator_memory_used": _series("dcgm", noisy(card, 0.02 * GIB)),
+            "accelerator_memory_total": _series("dcgm", [24.0 * GIB] * n),
+            "requests_running": plain("llamacpp:requests_processing", running),
+        },
+    )
+
+
+def test_a_card_that_climbed_under_steady_load_after_a_level_day_is_a_leak(tmp_path):
+    """Blind round 2 nlk3, nlk5: the card held 14.1 GiB for 21 h and climbed to 17.7 GiB
+    through the last hours of office load, then the engine went down. Busy without a
+    pause, it left no quiet floors: read as 'flat between bursts', insufficient-evidence."""
+    result = verdict(tmp_path, _card_climbed_under_steady_load([14 * GIB] * len(DAY), 2.0))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    assert any("after a day held level" in e for e in result["candidates"][0]["evidence_for"])
+
+
+def test_the_same_climb_on_a_card_that_swung_all_day_is_not_read_as_a_leak(tmp_path):
+    swinging = [(14 + 3 * (i % 48 >= 24)) * GIB for i in range(len(DAY))]
+    result = verdict(tmp_path, _card_climbed_under_steady_load(swinging, 2.0))
+    assert scores(result)["leak-ratchet"] < 3, scores(result)
+
+
+def test_the_same_climb_under_twice_the_load_is_not_read_as_a_leak(tmp_path):
+    result = verdict(tmp_path, _card_climbed_under_steady_load([14 * GIB] * len(DAY), 5.0))
+    assert scores(result)["leak-ratchet"] < 3, scores(result)
+
+
 def test_a_queue_that_came_before_the_stall_is_still_more_callers(tmp_path):
     """The look-alike: requests queued for two and a half hours and the stall came only in
     the last fifty minutes: the stall came after the queue, it did not make it."""

@@ -1705,12 +1705,30 @@ def _engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None
     climbing alongside: the engine's own memory, not its conversations."""
     w = _window(f)
     ended = _engine_ran_out(f)
-    if ended is None:
+    # Only the card's line is the engines' alone, and a kill is the host running out.
+    went_down = (
+        name == "accelerator_used"
+        and w.failure is not None
+        and w.failure.dated_by.source == "target"
+        and not (_recent_kills(f) or _kills_in_history(f))
+    )
+    if ended is None and not went_down:
         return None
     spans = (w.incident(f.series[name]), _before_filled(w, f.series[name], _pool(f, name)))
     medians = next(filter(None, (_climbed_quarters(known(s), least) for s in spans)), None)
     if medians is None:
         return None
+    if ended is None:
+        # Nothing says the card ran out, only that the engine went down: the climb is its
+        # own where the card held level through the day before it and the load did not grow
+        # under it (a leak under steady load has no quiet hours to leave floors in).
+        earlier = known(w.reference(f.series[name]))
+        total = medians[-1] - medians[0]
+        if not earlier or _busier(f):
+            return None
+        if shapes.quantile(earlier, 0.95) - shapes.quantile(earlier, 0.05) > FLOOR_NOISE * total:
+            return None
+        ended = "the engine went down, after a day held level"
     cache = [n for n in ("kv_cache", "context_high_water") if _history(f, n)]
     if any(shapes.climb(w.incident(f.series[n])).verdict for n in cache):
         return None
