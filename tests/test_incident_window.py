@@ -440,6 +440,95 @@ def test_the_same_rise_given_back_by_the_engines_death_is_its_leak(tmp_path):
     assert result["verdict"] == "leak-ratchet", scores(result)
 
 
+def _leaked_into_swap(swap_after: float) -> Builder:
+    """A 32 GiB box at its ceiling all day (1 GiB available): from eight hours before, the
+    engine's busy spells each leave 2 GiB more in swap (16 GiB of it), from 2 GiB to 10;
+    the kernel kills llama-server, the host's 14 GiB come back, and swap holds
+    `swap_after`."""
+    n, total, kill = len(DAY), 32 * GIB, len(DAY) - 3
+    used = noisy([31 * GIB] * kill, 0.1 * GIB) + [17 * GIB] * 3
+    swap = [
+        2 * GIB + 2 * GIB * max(0, (i - (n - 96)) // 24 + 1) * (i >= n - 96) for i in range(kill)
+    ]
+    swap = noisy(swap, 0.05 * GIB) + [swap_after] * 3
+    killed = (
+        "Out of memory: Killed process 4242 (llama-server) total-vm:19413308kB, "
+        "anon-rss:14753634kB, file-rss:519743kB, shmem-rss:0kB, UID:1000 pgtables:7627kB "
+        "oom_score_adj:0"
+    )
+    return history(
+        base(trigger=("alert", "EngineDown")),
+        {
+            "targets_up": [seen("llama-server", 8080, [1.0] * kill + [0.0] * 3)],
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [total - u for u in used]
+            ),
+            "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
+            "host_swap_total": plain("node_memory_SwapTotal_bytes", [16 * GIB] * n),
+            "host_swap_free": plain("node_memory_SwapFree_bytes", [16 * GIB - s for s in swap]),
+        },
+    ).kernel([killed], ago_s=15 * 60)
+
+
+def test_a_leak_on_a_machine_at_its_ceiling_is_read_in_memory_with_swap(tmp_path):
+    """Seed 202's leak-ratchet-197839312378863 (and 4242's -203444445114381): available
+    memory sat at 1 GiB all day, so the leak went to swap (29 GiB in 7 h) and the kill
+    gave most of it back; the memory line alone could not rise, and host-exhaustion won."""
+    result = verdict(tmp_path, _leaked_into_swap(swap_after=3 * GIB))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    said = result["candidates"][0]["evidence_for"][0]
+    assert said.startswith("the memory with swap floor rose"), said
+
+
+def test_swap_the_kill_did_not_give_back_is_not_read_as_the_victims(tmp_path):
+    result = verdict(tmp_path, _leaked_into_swap(swap_after=10 * GIB))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert not any("memory with swap" in e for e in leak["evidence_for"]), leak
+    assert result["verdict"] != "leak-ratchet", scores(result)
+
+
+def _preallocated_card_crept_up(reason: str, running_late: float) -> Builder:
+    """vLLM holding 71.7 GiB of an 80 GiB card by design, four requests running from the
+    morning on without a pause (`running_late` in the last three hours); for the last ten
+    hours each busy minute left a little on the card, to 79.5 GiB, until the gateway's
+    check failed with `reason`. The engine is still up."""
+    n = len(DAY)
+    card = [71.7 * GIB + 7.8 * GIB * max(0, i - (n - 120)) / 120 for i in range(n)]
+    running = [0.0] * (n - 130) + [4.0] * 94 + [running_late] * 36
+    return history(
+        base(trigger=("healthcheck", "gateway", reason)),
+        {
+            "targets_up": [seen("vllm", 8000, [1.0] * n)],
+            "accelerator_memory_used": _series("dcgm", noisy(card, 0.02 * GIB)),
+            "accelerator_memory_total": _series("dcgm", [80.0 * GIB] * n),
+            "requests_running": plain("vllm:num_requests_running", running),
+        },
+    )
+
+
+CUDA_500 = "HTTP 500 from upstream vllm: CUDA error: out of memory"
+
+
+def test_a_card_that_crept_up_for_ten_hours_to_the_engines_oom_is_a_leak(tmp_path):
+    """Blind round 3 r3lk1: busy all day, the card left no quiet floors in the ten hours it
+    crept (71.7 -> 79.5 GiB); no three hours of it climbed 5 % of the card, and the
+    engine's own words came only in the error the gateway relayed. Read: 'no evidence'."""
+    result = verdict(tmp_path, _preallocated_card_crept_up(CUDA_500, 4.0))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    said = result["candidates"][0]["evidence_for"][0]
+    assert "climbed through the hours before the engine's allocation failed" in said, said
+
+
+def test_the_same_creep_under_twice_the_callers_is_not_read_as_a_leak(tmp_path):
+    result = verdict(tmp_path, _preallocated_card_crept_up(CUDA_500, 8.0))
+    assert scores(result)["leak-ratchet"] < 3, scores(result)
+
+
+def test_a_check_that_failed_without_the_cards_words_does_not_say_it_ran_out(tmp_path):
+    result = verdict(tmp_path, _preallocated_card_crept_up("HTTP 500", 4.0))
+    assert scores(result)["leak-ratchet"] < 3, scores(result)
+
+
 def _card_climbed_under_steady_load(card_by_day: list[float], running_late: float) -> Builder:
     """llama-server under office load without a pause (two requests running all day,
     `running_late` in the last three hours) on a 24 GiB card: the card's line as

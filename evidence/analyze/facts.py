@@ -346,6 +346,20 @@ def _prometheus(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) ->
                 (t, None if v is None else total - v) for t, v in facts.series["available"]
             ]
             facts.origin["memory_used"] = "prometheus"
+            _memory_with_swap(facts)
+
+
+def _memory_with_swap(facts: Facts) -> None:
+    """Memory used and swap used together, where Prometheus read both: on a machine at its
+    ceiling all day a process that grows pushes pages into swap, and only the sum rises."""
+    total = dict(facts.series.get("swap_total_history", []))
+    free = facts.series.get("swap_free_history", [])
+    swap = {t: total[t] - v for t, v in free if v is not None and total.get(t) is not None}
+    if swap:
+        facts.series["memory_with_swap"] = [
+            (t, v + swap[t]) for t, v in facts.series["memory_used"] if v is not None and t in swap
+        ]
+        facts.origin["memory_with_swap"] = "prometheus"
 
 
 ARCHIVE_LOOKBACK = "1 day"  # the archive read as a history: as far back as Prometheus

@@ -34,6 +34,7 @@ from evidence.analyze.failure import (
     victim,
 )
 from evidence.analyze.recognise import ENGINE_WORDS, PREALLOCATES, belongs
+from evidence.analyze.tags import tags_of
 from evidence.analyze.window import INCIDENT_S, RECENT_S, Window, known, share_above
 from evidence.schemas import catalog
 
@@ -1323,7 +1324,7 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
     """Floors between busy spells that rise stretch after stretch and never come back in
     the quiet hours, on any memory line (the card's or the host's), up to the failure."""
     w = _window(f)
-    for name, label in _memory_lines(f):
+    for name, label in _leaked_into(f):
         pool = _pool(f, name)
         upto = w.upto(f.series[name])
         floors = _quiet_floors(f, name, upto)
@@ -1364,12 +1365,14 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             )
             return
         elsewhere = (
-            name == "memory_used"
+            name != "accelerator_used"
             and onset is not None
             and (
-                _held_elsewhere(f, levels)
-                or _a_day_round(f, upto, levels[-1])
-                or _outlived_the_engine(f, levels[onset], levels[-1])
+                _outlived_the_engine(f, name, levels[onset], levels[-1])
+                or (
+                    name == "memory_used"
+                    and (_held_elsewhere(f, levels) or _a_day_round(f, upto, levels[-1]))
+                )
             )
         )
         if elsewhere:
@@ -1517,7 +1520,7 @@ def _held_elsewhere(f: Facts, levels: list[float]) -> str | None:
     )
 
 
-def _outlived_the_engine(f: Facts, floor: float, risen: float) -> str | None:
+def _outlived_the_engine(f: Facts, name: str, floor: float, risen: float) -> str | None:
     """The kernel killed and the engine went down: had the engine leaked the rise, its
     death gave the rise back (its whole memory with it, to below the floor the rise began
     from). The machine still holding a good share of the rise in the minutes after is
@@ -1525,7 +1528,7 @@ def _outlived_the_engine(f: Facts, floor: float, risen: float) -> str | None:
     w = _window(f)
     if not w.failure or not (_machine_killed(f) or _kills_in_history(f)):
         return None
-    after = known([(t, v) for t, v in f.series["memory_used"] if w.end < t <= w.end + HELD_S])
+    after = known([(t, v) for t, v in f.series[name] if w.end < t <= w.end + HELD_S])
     if not after or min(after) - floor < OUTLIVED_SHARE * (risen - floor):
         return None
     return (
@@ -1597,8 +1600,14 @@ def _full_at_the_fall(f: Facts) -> str | None:
 
 
 def _card_ran_out(f: Facts) -> bool:
-    """The engine's log says, in the card's own words, that an allocation on it failed."""
-    return any(f.lines.get(tag) for tag in CARD_OOM_TAGS)
+    """The engine says, in the card's own words, that an allocation on it failed: in its
+    log, or in the error a failed check or alert relayed (a gateway passes the engine's
+    500 on: "CUDA error: out of memory")."""
+    w = _window(f)
+    told = [s.what for s in w.failure.signs if s.source != "target"] if w.failure else []
+    return any(f.lines.get(tag) for tag in CARD_OOM_TAGS) or any(
+        set(tags_of(what)) & set(CARD_OOM_TAGS) for what in told
+    )
 
 
 def _one_step(
@@ -1714,7 +1723,13 @@ def _engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None
     )
     if ended is None and not went_down:
         return None
-    spans = (w.incident(f.series[name]), _before_filled(w, f.series[name], _pool(f, name)))
+    series = f.series[name]
+    spans = [w.incident(series), _before_filled(w, series, _pool(f, name))]
+    since = _since_level(w, series)
+    if since and since[0][0] < w.start and not _busier(f):
+        # A climb of more hours than the incident window, under the usual load (under more,
+        # it is the load's): a leak under load without a pause, which leaves no floors.
+        spans.append(since)
     medians = next(filter(None, (_climbed_quarters(known(s), least) for s in spans)), None)
     if medians is None:
         return None
@@ -1739,6 +1754,19 @@ def _engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None
         "alongside and no other process holding much: quarter medians "
         f"{', '.join(_gib(m) for m in medians)}"
     )
+
+
+def _since_level(w: Window, series: shapes.Series) -> shapes.Series:
+    """The readings since the line last stood at its level of the day (its low, within
+    FLOOR_NOISE of the way up to the failure): a leak under load without a pause climbs
+    from there for as many hours as it takes, past any one incident window."""
+    pts = [(t, v) for t, v in w.upto(series) if v is not None]
+    if not pts:
+        return []
+    low = shapes.quantile([v for _, v in pts], QUIET_FLOOR_QUANTILE)
+    level = low + FLOOR_NOISE * (pts[-1][1] - low)
+    left = max((i for i, (_, v) in enumerate(pts) if v <= level), default=0)
+    return pts[left:]
 
 
 def _climbed_quarters(levels: list[float], least: float) -> list[float] | None:
@@ -1923,12 +1951,45 @@ def _memory_lines(f: Facts) -> list[tuple[str, str]]:
     ]
 
 
+def _leaked_into(f: Facts) -> list[tuple[str, str]]:
+    """The lines a leak is read on: the memory lines, and before the host's its sum with
+    swap where the kill gave swap back: on a machine at its ceiling, what the victim grew
+    into."""
+    lines = _memory_lines(f)
+    if _swap_given_back(f) and _history(f, "memory_with_swap"):
+        lines.insert(len(lines) - 1, ("memory_with_swap", "memory with swap"))
+    return lines
+
+
+def _swap_given_back(f: Facts) -> bool:
+    """Swap filled through the incident window and, in the minutes after the kill, gave
+    SWAP_FILLED_BYTES back: the victim's own pages were in it."""
+    w = _window(f)
+    if not w.failure or not (_recent_kills(f) or _kills_in_history(f)):
+        return False
+    total = dict(f.series.get("swap_total_history", []))
+    used = [
+        (t, total[t] - v)
+        for t, v in f.series.get("swap_free_history", [])
+        if v is not None and total.get(t) is not None
+    ]
+    # A scrape at the failure's instant already reads the death's release.
+    before = [v for t, v in used if w.start <= t < w.end]
+    after = [v for t, v in used if w.end <= t <= w.end + HELD_S]
+    return (
+        bool(before and after)
+        and min(before[-1] - before[0], before[-1] - min(after)) >= SWAP_FILLED_BYTES
+    )
+
+
 def _pool(f: Facts, name: str) -> float | None:
     """The size of the pool a memory line is of: the card's total, else the host's."""
     if name == "accelerator_used":
         totals = _values(f, "accelerator_total")
         if totals:
             return max(totals)
+    if name == "memory_with_swap" and f.memory_total:
+        return f.memory_total + max(_values(f, "swap_total_history"), default=0.0)
     return f.memory_total
 
 
