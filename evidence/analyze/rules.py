@@ -142,6 +142,7 @@ SWAPPING_PAGES_S = 10  # pages swapped out per second, through the hour: thrashi
 CHURN_MIN = {"refaults": 1000, "refaults_file": 1000, "compact_stalls": 1, "migrations": 1000}
 COMPRESSED_SHARE = 0.05  # macOS compressing this share of its memory more than any hour before
 PSI_HISTORY_HIGH = 0.10  # stalled 10% of the time over the hour before (node-exporter)
+PSI_HISTORY_FAILED = 0.05  # ... or 5% of it, where a service failed or an alert fired
 
 
 @dataclass
@@ -865,8 +866,7 @@ def _slowed_by_a_stall(f: Facts) -> str | None:
     hour before the failure than in a usual busy hour before the incident window. More
     callers than slots keep the engine serving at least that much; a machine swapping
     serves less to the same callers, and they queue once it has slowed."""
-    shares = _stall_shares(f)
-    if not (_stalled(f) or (shares is not None and shares[0] >= PSI_HISTORY_HIGH)):
+    if not _stalled(f):
         return None
     w = _window(f)
     stall = _since(_rate(w.upto(f.series.get("psi_some_seconds", []))), PSI_HISTORY_HIGH)
@@ -2483,9 +2483,13 @@ def _second_engine(f: Facts) -> str | None:
 
 
 def _stalled(f: Facts) -> bool:
-    """Tasks stalled on memory at the capture, past PSI_SOME_HIGH (PSI some avg10), or, on
+    """Tasks stalled on memory at the capture, past PSI_SOME_HIGH (PSI some avg10), or
+    through the hour before it, past PSI_HISTORY_HIGH (node-exporter's counter), or, on
     macOS (no PSI), memory pushed out of RAM past the day's usual before the failure."""
     if max(_values(f, "psi_some"), default=0.0) >= PSI_SOME_HIGH:
+        return True
+    shares = _stall_shares(f)
+    if shares is not None and shares[0] >= PSI_HISTORY_HIGH:
         return True
     pushed = _pushed_out(f)
     return bool(pushed and pushed[0])
@@ -3142,7 +3146,9 @@ def _stall_in_window(f: Facts, j: Judgement) -> None:
         return
     now, worst = shares
     said = f"tasks stalled on memory {now:.0%} of the hour before, against {worst:.0%} at worst"
-    if now >= PSI_HISTORY_HIGH and now >= 2 * worst:
+    # With a failure to explain, a milder stall far past the machine's usual is one.
+    bar = PSI_HISTORY_FAILED if _window(f).failure else PSI_HISTORY_HIGH
+    if now >= bar and now >= 2 * worst:
         j.add(3, f"{said} in any hour earlier (node-exporter PSI)")
     else:
         j.evidence_against.append(f"{said} earlier")
@@ -3168,10 +3174,12 @@ def _stall_shares(f: Facts) -> tuple[float, float] | None:
     recent = known(w.last(stalled, RECENT_S))
     if len(recent) < 3:
         return None
+    now = _median(recent)
     earlier = _hourly(w.reference(stalled), _median)
-    while len(earlier) > 3 and earlier[-1] >= PSI_HISTORY_HIGH:
+    # The stall's own hours: stalled as much as half of now, or past the bar.
+    while len(earlier) > 3 and earlier[-1] >= min(PSI_HISTORY_HIGH, now / 2) > 0:
         earlier.pop()
-    return _median(recent), max(earlier, default=0.0)
+    return now, max(earlier, default=0.0)
 
 
 def _swap_ran_out(f: Facts) -> str | None:
