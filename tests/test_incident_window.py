@@ -1443,8 +1443,11 @@ def test_a_high_water_climbing_all_day_while_the_prompts_kept_their_length_is_a_
     )
     result = verdict(tmp_path, b)
     creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
-    assert creep["score"] < 3, scores(result)
     assert any("rises by nature" in e for e in creep["evidence_for"]), creep
+    # A note stays a note beside a failure: the same load confirms a creep, not a note
+    # (blind round 3 r3lk2: the note and the load made 2, and a leak's 3 read ambiguous).
+    assert creep["score"] == 1, creep
+    assert not any("the same load" in e for e in creep["evidence_for"]), creep
 
 
 def test_a_high_water_raised_by_more_callers_is_not_a_creep(tmp_path):

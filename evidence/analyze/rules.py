@@ -647,9 +647,9 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
         recent = known(w.last(running, RECENT_S))
         if busier:
             j.evidence_against.append(f"{busier}: more callers, not longer context")
-        elif recent and (w.failure or j.score >= NOTE_IS_EVIDENCE):
-            # The same load confirms a creep; beside notes alone, with nothing failed, it
-            # would make a verdict out of a healthy day's drift.
+        elif recent and j.score >= NOTE_IS_EVIDENCE:
+            # The same load confirms a creep; beside notes alone it would make a verdict
+            # of a healthy day's drift, or a rival of a high-water's natural climb.
             j.add(1, "requests running stayed in their usual range: the same load, more cache")
 
 
