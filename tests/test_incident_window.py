@@ -644,6 +644,13 @@ def _prompts_creeping_for(hours: int, trigger: tuple) -> Builder:
     n = len(DAY)
     start = n - hours * 12
     ratio = [10.0 if i < start else 10.0 + 60.0 * (i - start) / (n - start) for i in range(n)]
+    return _vllm_prompting(ratio, trigger)
+
+
+def _vllm_prompting(ratio: list[float], trigger: tuple) -> Builder:
+    """vLLM generating 250 tokens a second all day, each reading's prompts `ratio` times
+    as many tokens; the engine's target falls at the end unless by cron."""
+    n = len(DAY)
     counters = _token_counters([250.0 * 300] * n, ratio)
     generated, prompt = ([v for _, v in counters[k]] for k in ("tokens_generated", "tokens_prompt"))
     return history(
@@ -678,16 +685,7 @@ def _prompts_stepped_for(hours: int, trigger: tuple) -> Builder:
     n = len(DAY)
     start = n - hours * 12
     ratio = [10.0 if i < start else 100.0 - 50.0 * (i - start) / (n - start) for i in range(n)]
-    counters = _token_counters([250.0 * 300] * n, ratio)
-    generated, prompt = ([v for _, v in counters[k]] for k in ("tokens_generated", "tokens_prompt"))
-    return history(
-        base(trigger=trigger),
-        {
-            "targets_up": [seen("vllm", 8000, [1.0] * (n - 1) + [float(trigger[0] == "cron")])],
-            "tokens_generated": plain("vllm:generation_tokens_total", generated),
-            "tokens_prompt": plain("vllm:prompt_tokens_total", prompt),
-        },
-    )
+    return _vllm_prompting(ratio, trigger)
 
 
 def test_prompts_that_jumped_four_hours_before_and_stayed_long_are_a_creep(tmp_path):
