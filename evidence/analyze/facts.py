@@ -350,16 +350,19 @@ def _prometheus(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) ->
 
 
 def _memory_with_swap(facts: Facts) -> None:
-    """Memory used and swap used together, where Prometheus read both: on a machine at its
-    ceiling all day a process that grows pushes pages into swap, and only the sum rises."""
+    """Swap in use (Linux's is read as total less free), and memory used and swap used
+    together, where Prometheus read both: on a machine at its ceiling all day a process
+    that grows pushes pages into swap, and only the sum rises."""
     total = dict(facts.series.get("swap_total_history", []))
     free = facts.series.get("swap_free_history", [])
     swap = {t: total[t] - v for t, v in free if v is not None and total.get(t) is not None}
     if swap:
+        facts.series["swap_in_use"] = sorted(swap.items())
         facts.series["memory_with_swap"] = [
             (t, v + swap[t]) for t, v in facts.series["memory_used"] if v is not None and t in swap
         ]
-        facts.origin["memory_with_swap"] = "prometheus"
+        for name in ("swap_in_use", "memory_with_swap"):
+            facts.origin[name] = "prometheus"
 
 
 ARCHIVE_LOOKBACK = "1 day"  # the archive read as a history: as far back as Prometheus

@@ -1967,12 +1967,7 @@ def _swap_given_back(f: Facts) -> bool:
     w = _window(f)
     if not w.failure or not (_recent_kills(f) or _kills_in_history(f)):
         return False
-    total = dict(f.series.get("swap_total_history", []))
-    used = [
-        (t, total[t] - v)
-        for t, v in f.series.get("swap_free_history", [])
-        if v is not None and total.get(t) is not None
-    ]
+    used = f.series.get("swap_in_use", [])
     # A scrape at the failure's instant already reads the death's release.
     before = [v for t, v in used if w.start <= t < w.end]
     after = [v for t, v in used if w.end <= t <= w.end + HELD_S]
