@@ -300,6 +300,42 @@ def test_the_second_server_that_came_up_and_then_died_came_with_the_step(tmp_pat
     assert "llama-server/127.0.0.1:5801 came up, and stayed" in said, said
 
 
+def _swapped_all_day_then_kept(last_hours: list[float]) -> Builder:
+    """llama-swap swapping two models (9.9 and 11.1 GiB) on a 24 GiB card all day; three
+    hours and a half before the failure a second server came up and the card read 20.7
+    GiB to the end. Before it, `last_hours` is the card through the three hours from the
+    last swap (11.1 GiB at each reading: the other model, held)."""
+    n = len(DAY)
+
+    def card(i: int) -> float:
+        h = (n - i) / 12
+        if h <= 3.5:
+            return 20.7 * GIB
+        if h <= 6.5:
+            return last_hours[min(len(last_hours) - 1, int((6.5 - h) * 12))]
+        return (11.1 if 12 < h <= 15 or h > 20.5 else 9.9) * GIB
+
+    second = [0.0] * (n - 42) + [1.0] * 42
+    trigger = ("healthcheck", "gateway", "no answer within 30 s")
+    return _second_server(trigger, second, [card(i) for i in range(n)])
+
+
+def test_a_model_held_for_hours_then_a_second_beside_it_is_a_step_not_a_climb(tmp_path):
+    """Blind round 4 r4sw1: the card held the smaller model for three hours after a swap,
+    then jumped to both models at once as a second server came up. The rise was timed
+    from the last reading at the larger model's level, read 'rose 10.7 GiB over 3.1 h: a
+    climb, not a model loaded at once', and nothing was named."""
+    result = verdict(tmp_path, _swapped_all_day_then_kept([11.1 * GIB]))
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+
+
+def test_the_same_rise_passing_through_the_levels_between_is_a_climb(tmp_path):
+    climbing = [(11.1 + 9.6 * k / 36) * GIB for k in range(36)]
+    result = verdict(tmp_path, _swapped_all_day_then_kept(climbing))
+    swap = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert any("a climb, not a model loaded at once" in e for e in swap["evidence_against"])
+
+
 def test_a_second_model_beside_the_first_with_room_left_on_a_quiet_day_is_no_fault(tmp_path):
     """Two models side by side by design: the second came up at nine and both served all
     day, the card at 16 of 24 GiB, nothing failed (blind history h15: named a fault)."""

@@ -2308,9 +2308,10 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
                 "where it was: the engine's own memory, not a model loaded to be served"
             )
             continue
-        if took > LOAD_TAKES_S:
+        if took > LOAD_TAKES_S and _passed_between(series, step, began, reached):
             # A model loads within the hour; a level reached over hours is a climb (a leak, a
-            # growing cache) that a split into two levels only approximates.
+            # growing cache) that a split into two levels only approximates. Hours with no
+            # reading between the levels are a level held (a smaller model) and then a jump.
             j.evidence_against.append(
                 f"the {label} rose {_gib(size)} over {took / HOUR_S:.1f} h: a climb, not a "
                 "model loaded at once"
@@ -2524,6 +2525,17 @@ def _rise(series: shapes.Series, step: shapes.Step) -> tuple[float, float]:
     if not low or not high:
         return at, at
     return low[-1], max(low[-1], high[0])
+
+
+def _passed_between(series: shapes.Series, step: shapes.Step, began: float, reached: float) -> bool:
+    """Whether the line, on its way from `began` to `reached`, read anything between a fifth
+    and four fifths of the step: a climb passes through, a jump does not."""
+    before, size = step.before or 0.0, step.size or 0.0
+    return any(
+        began < t < reached and before + 0.2 * size <= v <= before + 0.8 * size
+        for t, v in series
+        if v is not None
+    )
 
 
 def _servers_started(f: Facts) -> list[tuple[float, str]]:
