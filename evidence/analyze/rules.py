@@ -1719,14 +1719,15 @@ def _engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None
         name == "accelerator_used"
         and w.failure is not None
         and w.failure.dated_by.source == "target"
-        and not (_recent_kills(f) or _kills_in_history(f))
+        and not _killed(f)
     )
     if ended is None and not went_down:
         return None
     series = f.series[name]
+    busier = _busier(f)
     spans = [w.incident(series), _before_filled(w, series, _pool(f, name))]
     since = _since_level(w, series)
-    if since and since[0][0] < w.start and not _busier(f):
+    if since and since[0][0] < w.start and not busier:
         # A climb of more hours than the incident window, under the usual load (under more,
         # it is the load's): a leak under load without a pause, which leaves no floors.
         spans.append(since)
@@ -1737,9 +1738,9 @@ def _engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None
         # Nothing says the card ran out, only that the engine went down: the climb is its
         # own where the card held level through the day before it and the load did not grow
         # under it (a leak under steady load has no quiet hours to leave floors in).
-        earlier = known(w.reference(f.series[name]))
+        earlier = known(w.reference(series))
         total = medians[-1] - medians[0]
-        if not earlier or _busier(f):
+        if not earlier or busier:
             return None
         if shapes.quantile(earlier, 0.95) - shapes.quantile(earlier, 0.05) > FLOOR_NOISE * total:
             return None
@@ -1926,6 +1927,12 @@ def _back_where_it_was(before: float, dip: list[float], after: float) -> bool:
     return depth > MODEL_MIN_BYTES and abs(after - before) <= FLOOR_NOISE * depth
 
 
+def _killed(f: Facts) -> bool:
+    """The OOM killer ran in the last hour (its line) or in the incident window (the
+    kernel's counter), inside a limit or for the whole machine."""
+    return bool(_recent_kills(f)) or _kills_in_history(f) > 0
+
+
 def _recent_kills(f: Facts) -> list[tuple[float | None, str]]:
     """The OOM kills of the last hour (undated ones too): a kill long before the capture
     belongs to an earlier night."""
@@ -1965,7 +1972,7 @@ def _swap_given_back(f: Facts) -> bool:
     """Swap filled through the incident window and, in the minutes after the kill, gave
     SWAP_FILLED_BYTES back: the victim's own pages were in it."""
     w = _window(f)
-    if not w.failure or not (_recent_kills(f) or _kills_in_history(f)):
+    if not w.failure or not _killed(f):
         return False
     used = f.series.get("swap_in_use", [])
     # A scrape at the failure's instant already reads the death's release.
