@@ -3,6 +3,8 @@ hours before the failure against the machine's own earlier hours, and the archiv
 history where there is no Prometheus.
 """
 
+from collections.abc import Callable
+
 import pytest
 from test_classify import (
     AT,
@@ -673,20 +675,14 @@ def test_a_queue_that_came_before_the_stall_is_still_more_callers(tmp_path):
     assert result["verdict"] == "concurrency-overload", scores(result)
 
 
-def _prompts_creeping_for(hours: int, trigger: tuple) -> Builder:
-    """vLLM answering the same callers all day (250 generated tokens a second); the
-    conversations resend ten prompt tokens per answer token until `hours` before the end,
-    then ever more, to seventy; the engine's target falls at the end unless by cron."""
+def _prompts_since(hours: int, after: Callable[[float], float], trigger: tuple) -> Builder:
+    """vLLM answering the same callers all day (250 generated tokens a second), the
+    conversations resending ten prompt tokens per answer token until `hours` before the
+    end, then `after(x)` of them, x running from 0 there to 1 at the end; the engine's
+    target falls at the end unless by cron."""
     n = len(DAY)
     start = n - hours * 12
-    ratio = [10.0 if i < start else 10.0 + 60.0 * (i - start) / (n - start) for i in range(n)]
-    return _vllm_prompting(ratio, trigger)
-
-
-def _vllm_prompting(ratio: list[float], trigger: tuple) -> Builder:
-    """vLLM generating 250 tokens a second all day, each reading's prompts `ratio` times
-    as many tokens; the engine's target falls at the end unless by cron."""
-    n = len(DAY)
+    ratio = [10.0 if i < start else after((i - start) / (n - start)) for i in range(n)]
     counters = _token_counters([250.0 * 300] * n, ratio)
     generated, prompt = ([v for _, v in counters[k]] for k in ("tokens_generated", "tokens_prompt"))
     return history(
@@ -699,43 +695,34 @@ def _vllm_prompting(ratio: list[float], trigger: tuple) -> Builder:
     )
 
 
-def test_a_creep_that_began_sixteen_hours_before_is_read_from_before_it_began(tmp_path):
-    """Every hour of the incident window's day before it had crept already: against them
-    the last hour is nothing new. Against the hours before the climb began it is seven
-    times as long (blind histories cc02, cc05: insufficient-evidence)."""
-    result = verdict(tmp_path, _prompts_creeping_for(16, ("alert", "EngineDown")))
+# How conversations grew before the incident window: (hours before the end, the prompt
+# tokens per answer token from then on, and the words the creep is told in).
+PROMPTS_GREW = [
+    # Blind histories cc02, cc05 (insufficient-evidence): a climb from sixteen hours
+    # before, to seventy; every hour of the day before the window had crept already.
+    pytest.param(16, lambda x: 10.0 + 60.0 * x, "climbing through the last", id="climbed"),
+    # Seed 202's context-creep-66283068749640: a jump to a hundred an hour before the
+    # window, easing towards fifty; the jump's hour counted as usual, no climb was seen,
+    # and the CUDA OOM that ended it read as the cause.
+    pytest.param(4, lambda x: 100.0 - 50.0 * x, "in every busy hour of the last", id="jumped"),
+]
+
+
+@pytest.mark.parametrize(("hours", "after", "words"), PROMPTS_GREW)
+def test_prompts_grown_since_before_the_window_are_read_from_before_they_grew(
+    tmp_path, hours, after, words
+):
+    """Against the hours of the incident window's day the last hour is nothing new;
+    against the hours before the prompts grew it is five to seven times as long."""
+    result = verdict(tmp_path, _prompts_since(hours, after, ("alert", "EngineDown")))
     assert result["verdict"] == "context-creep", scores(result)
     said = " ".join(result["candidates"][0]["evidence_for"])
-    assert "climbing through the last" in said, said
+    assert words in said, said
 
 
-def test_the_same_climb_with_nothing_failed_is_only_a_note(tmp_path):
-    result = verdict(tmp_path, _prompts_creeping_for(16, ("cron", "baseline")))
-    assert scores(result)["context-creep"] < 3, scores(result)
-
-
-def _prompts_stepped_for(hours: int, trigger: tuple) -> Builder:
-    """vLLM answering the same callers all day at ten prompt tokens per answer token, until
-    `hours` before the end the conversations jumped to a hundred and then eased towards
-    fifty (a step, not a climb); the engine's target falls at the end unless by cron."""
-    n = len(DAY)
-    start = n - hours * 12
-    ratio = [10.0 if i < start else 100.0 - 50.0 * (i - start) / (n - start) for i in range(n)]
-    return _vllm_prompting(ratio, trigger)
-
-
-def test_prompts_that_jumped_four_hours_before_and_stayed_long_are_a_creep(tmp_path):
-    """Seed 202's context-creep-66283068749640: the conversations grew at once an hour
-    before the incident window and eased a little after; the jump's hour counted as usual
-    and no climb was seen, so the CUDA OOM that ended it read as the cause."""
-    result = verdict(tmp_path, _prompts_stepped_for(4, ("alert", "EngineDown")))
-    assert result["verdict"] == "context-creep", scores(result)
-    said = " ".join(result["candidates"][0]["evidence_for"])
-    assert "in every busy hour of the last" in said, said
-
-
-def test_the_same_step_with_nothing_failed_is_only_a_note(tmp_path):
-    result = verdict(tmp_path, _prompts_stepped_for(4, ("cron", "baseline")))
+@pytest.mark.parametrize(("hours", "after", "words"), PROMPTS_GREW)
+def test_the_same_growth_with_nothing_failed_is_only_a_note(tmp_path, hours, after, words):
+    result = verdict(tmp_path, _prompts_since(hours, after, ("cron", "baseline")))
     assert scores(result)["context-creep"] < 3, scores(result)
 
 
