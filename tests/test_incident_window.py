@@ -628,24 +628,37 @@ def test_a_check_that_failed_without_the_cards_words_does_not_say_it_ran_out(tmp
     assert scores(result)["leak-ratchet"] < 3, scores(result)
 
 
-def _card_climbed_under_steady_load(card_by_day: list[float], running_late: float) -> Builder:
-    """llama-server under office load without a pause (two requests running all day,
-    `running_late` in the last three hours) on a 24 GiB card: the card's line as
-    `card_by_day`, then through the last two and a half hours it climbs 4 GiB, and the
-    engine's target goes down. No kill, no log line."""
+def _climbed(card_by_day: list[float]) -> list[float]:
+    """The card's line as `card_by_day`, then 4 GiB more through the last two and a half
+    hours, and what the engine held given back by its going down."""
     n = len(DAY)
     card = [*card_by_day[: n - 32], *(card_by_day[n - 33] + 4 * GIB * k / 30 for k in range(30))]
-    card += [0.4 * GIB] * 2
+    return noisy([*card, 0.4 * GIB, 0.4 * GIB], 0.02 * GIB)
+
+
+def _under_steady_load(card: dict[str, list[dict]], running_late: float) -> Builder:
+    """llama-server under office load without a pause (two requests running all day,
+    `running_late` in the last three hours) whose target went down at the end, with the
+    card's series `card`. No kill, no log line."""
+    n = len(DAY)
     running = [2.0] * (n - 36) + [running_late] * 36
     return history(
         base(trigger=("alert", "EngineDown")),
         {
             "targets_up": [seen("llama-server", 8080, [1.0] * (n - 2) + [0.0] * 2)],
-            "accelerator_memory_used": _series("dcgm", noisy(card, 0.02 * GIB)),
-            "accelerator_memory_total": _series("dcgm", [24.0 * GIB] * n),
+            **card,
             "requests_running": plain("llamacpp:requests_processing", running),
         },
     )
+
+
+def _card_climbed_under_steady_load(card_by_day: list[float], running_late: float) -> Builder:
+    """The climb on a 24 GiB card scraped by DCGM."""
+    card = {
+        "accelerator_memory_used": _series("dcgm", _climbed(card_by_day)),
+        "accelerator_memory_total": _series("dcgm", [24.0 * GIB] * len(DAY)),
+    }
+    return _under_steady_load(card, running_late)
 
 
 def test_a_card_that_climbed_under_steady_load_after_a_level_day_is_a_leak(tmp_path):
@@ -665,6 +678,45 @@ def test_the_same_climb_on_a_card_that_swung_all_day_is_not_read_as_a_leak(tmp_p
 
 def test_the_same_climb_under_twice_the_load_is_not_read_as_a_leak(tmp_path):
     result = verdict(tmp_path, _card_climbed_under_steady_load([14 * GIB] * len(DAY), 5.0))
+    assert scores(result)["leak-ratchet"] < 3, scores(result)
+
+
+def _drm(metric: str, values: list[float]) -> list[dict]:
+    """One amdgpu card as node-exporter's drm collector publishes it (drm_linux.go)."""
+    return [
+        {
+            "metric": {"__name__": metric, "card": "card1", "job": "node", "instance": "box:9100"},
+            "values": [[t, repr(v)] for t, v in zip(DAY, values, strict=True)],
+        }
+    ]
+
+
+def _amd_card_climbed(vram_size: float, vram_used: float, gtt_size: float) -> Builder:
+    """The steady-load climb above on an AMD card seen through node-exporter's drm
+    collector: its VRAM flat at `vram_used` of `vram_size`, its GTT (`gtt_size`) holding
+    14 GiB all day and then climbing 4 GiB to the engine going down."""
+    n = len(DAY)
+    card = {
+        "accelerator_memory_used": _drm("node_drm_memory_vram_used_bytes", [vram_used] * n),
+        "accelerator_memory_total": _drm("node_drm_memory_vram_size_bytes", [vram_size] * n),
+        "accelerator_gtt_used": _drm("node_drm_memory_gtt_used_bytes", _climbed([14 * GIB] * n)),
+        "accelerator_gtt_total": _drm("node_drm_memory_gtt_size_bytes", [gtt_size] * n),
+    }
+    return _under_steady_load(card, 2.0)
+
+
+def test_an_apus_leak_into_gtt_is_read_on_the_card(tmp_path):
+    """Blind round 4 r4lk4: a Strix Halo with the 512 MiB carve-out keeps the engine's
+    buffers in GTT. The card line read VRAM alone, a flat 0.3 GiB, and the leak had no
+    evidence at all."""
+    result = verdict(tmp_path, _amd_card_climbed(0.5 * GIB, 0.3 * GIB, 62.0 * GIB))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+
+
+def test_a_discrete_cards_gtt_spill_is_not_its_memory(tmp_path):
+    """The look-alike: a 16 GiB card's VRAM flat, its GTT (the driver's window onto host
+    memory, half the host's 32 GiB) rising: the card did not climb."""
+    result = verdict(tmp_path, _amd_card_climbed(16.0 * GIB, 10.0 * GIB, 16.0 * GIB))
     assert scores(result)["leak-ratchet"] < 3, scores(result)
 
 

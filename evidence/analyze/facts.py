@@ -19,6 +19,7 @@ import duckdb
 
 from evidence.analyze import statlines
 from evidence.analyze.failure import locate
+from evidence.analyze.load import CARVE_OUT_MAX
 from evidence.analyze.window import Window
 
 Series = list[tuple[float, float | None]]
@@ -57,6 +58,8 @@ LEVELS = ("kv_cache", "context_high_water")
 # Queries whose series are each one scrape target's `up`, kept apart per target: a sum would
 # hide which service went down.
 _TARGET_QUERIES = ("gateway_up", "engine_up", "targets_up")
+# node-exporter's drm collector: an APU's card is its carve-out and its GTT (load.py says why).
+_GTT = {"accelerator_used": "accelerator_gtt_used", "accelerator_total": "accelerator_gtt_total"}
 _INSTRUMENT_QUERIES = (*_PROMETHEUS["accelerator_used"], *_PROMETHEUS["available"])
 # An engine's own word for "working on something": any of these above zero.
 BUSY_METRICS = (
@@ -301,6 +304,8 @@ def _prometheus(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) ->
                 GROUP BY t ORDER BY t""",
             [bundle_id, query],
         ).fetchall()
+        if name in _GTT:
+            points = _with_gtt(con, bundle_id, _GTT[name], points)
         _prefer(facts, name, [(_ts(t), v) for t, v in points], "prometheus")
     # Engine targets that were up at the end, one per series: a target configured but
     # never up is not a second engine.
@@ -619,6 +624,30 @@ def _pressure(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) -> N
         if points:
             facts.series[name] = [(_ts(t), v) for t, v in points]
             facts.origin[name] = "bundle"
+
+
+def _with_gtt(
+    con: duckdb.DuckDBPyConnection, bundle_id: str, query: str, points: list[tuple[Any, Any]]
+) -> list[tuple[Any, Any]]:
+    """The card line with the GTT of every card whose VRAM is a small carve-out, instant by
+    instant; an instant the GTT series misses is a gap, not a card with no GTT."""
+    rows = con.execute(
+        """WITH apu AS (
+               SELECT DISTINCT labels['instance'] AS instance, labels['card'] AS card
+               FROM prometheus_series
+               WHERE bundle_id = ? AND query = 'accelerator_memory_total'
+                   AND labels['__name__'] LIKE 'node_drm_memory_vram_%' AND value < ?)
+           SELECT s.t, sum(s.value), count(*) FROM prometheus_series s JOIN apu
+               ON s.labels['instance'] = apu.instance AND s.labels['card'] = apu.card
+           WHERE s.bundle_id = ? AND s.query = ? AND s.t IS NOT NULL
+           GROUP BY s.t""",
+        [bundle_id, CARVE_OUT_MAX, bundle_id, query],
+    ).fetchall()
+    if not rows:
+        return points
+    cards = max(n for _, _, n in rows)
+    gtt = {t: v for t, v, n in rows if n == cards}
+    return [(t, v + gtt[t] if v is not None and t in gtt else None) for t, v in points]
 
 
 def _prefer(facts: Facts, name: str, points: Series, origin: str) -> None:

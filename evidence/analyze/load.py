@@ -293,6 +293,11 @@ def _pressure(b: Loaded, key: dict[str, Any]) -> Iterator[tuple[str, dict[str, A
                 )
 
 
+# An APU with a small VRAM carve-out (Strix Halo at its default 512 MiB) keeps the engine's
+# buffers in GTT, system memory the GPU maps, so its card is the carve-out and GTT together.
+# A discrete card's GTT is a spill window the driver sizes at half the host's RAM: there
+# VRAM alone is the card. No discrete card an engine runs on has under 4 GiB.
+CARVE_OUT_MAX = 4 * 1024**3
 _GPU_GAUGES = (
     ("utilization_gpu_pct", "%"),
     ("utilization_memory_pct", "%"),
@@ -311,6 +316,9 @@ def _gpu(b: Loaded, key: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]
         for d in record[vendor]["devices"]:
             used = d.get("memory_used_bytes", d.get("vram_used_bytes"))
             total = d.get("memory_total_bytes", d.get("vram_total_bytes"))
+            gtt = d.get("gtt_used_bytes"), d.get("gtt_total_bytes")
+            if vendor == "amd" and total is not None and total < CARVE_OUT_MAX and None not in gtt:
+                used, total = (used or 0) + gtt[0], total + gtt[1]
             yield (
                 "gpu_devices",
                 {

@@ -93,7 +93,29 @@ def series(w: World) -> list[RawSeries]:
     everywhere = [True] * n
     host = dep.machine.hostname
     node_inst = rng.choice(["localhost:9100", f"{host}:9100", "127.0.0.1:9100"])
-    wr.target("node", node_inst, everywhere, _node(w))
+    node, apu = _node(w), []
+    if dep.machine.kind == "strix":
+        desk = rng.uniform(0.2, 0.8) * GIB
+        pool = dep.machine.acc_total
+        used = [float(int(min(desk + sum(p.acc(k) for p in w.procs), pool))) for k in range(n)]
+        if rng.random() < 0.5:
+            # node-exporter's drm collector (drm_linux.go, label `card`): the carve-out
+            # holds the desktop's buffers, the engine's go to GTT.
+            card, carve = {"card": "card1"}, float(dep.machine.carve)
+            vram = min(carve * 0.7, desk)
+            node += [
+                ("node_drm_memory_vram_size_bytes", card, [carve] * n),
+                ("node_drm_memory_vram_used_bytes", card, [float(int(vram))] * n),
+                ("node_drm_memory_gtt_size_bytes", card, [float(pool)] * n),
+                ("node_drm_memory_gtt_used_bytes", card, [v - int(vram) for v in used]),
+            ]
+        else:
+            labels = {"device": "card1", "pool": "gtt"}
+            apu = [
+                ("local_llm_accelerator_memory_used_bytes", labels, used),
+                ("local_llm_accelerator_memory_total_bytes", labels, [float(pool)] * n),
+            ]
+    wr.target("node", node_inst, everywhere, node)
     if dep.machine.kind == "nvidia" and dep.dcgm:
         acc = w.fixed("acc")
         total_mib = dep.machine.acc_total / MIB - w.overhead / MIB
@@ -113,23 +135,8 @@ def series(w: World) -> list[RawSeries]:
             everywhere,
             [("DCGM_FI_DEV_FB_USED", labels, used), ("DCGM_FI_DEV_FB_FREE", labels, free)],
         )
-    if dep.machine.kind == "strix":
-        desk = rng.uniform(0.2, 0.8) * GIB
-        used = []
-        for k in range(n):
-            v = desk + sum(p.acc(k) for p in w.procs)
-            used.append(float(int(min(v, dep.machine.acc_total))))
-        total = [float(dep.machine.acc_total)] * n
-        labels = {"device": "card1", "pool": "gtt"}
-        wr.target(
-            "local-llm",
-            "localhost:9835",
-            everywhere,
-            [
-                ("local_llm_accelerator_memory_used_bytes", labels, used),
-                ("local_llm_accelerator_memory_total_bytes", labels, total),
-            ],
-        )
+    if apu:
+        wr.target("local-llm", "localhost:9835", everywhere, apu)
     for i, proc in enumerate(w.procs):
         if proc.job is None:
             continue

@@ -159,6 +159,7 @@ class Machine:
     hostname: str
     uuid: str
     pci: str
+    carve: int = 0  # an APU's VRAM carve-out: the rest of its GPU memory is GTT
 
 
 @dataclass
@@ -254,6 +255,7 @@ def machine(rng: Random, truth: str) -> Machine:
             _hostname(rng, kind),
             uuid,
             "0000:c5:00.0",
+            int(carve * GIB),
         )
     if kind == "mac":
         size = rng.choice([64, 128, 128, 192])

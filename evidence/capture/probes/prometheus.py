@@ -90,6 +90,10 @@ HISTORY_QUERIES = (
     # llama-server's own cache gauge until PR #13660 (May 2025): older builds still run.
     ("kv_cache_usage_legacy", "vllm:gpu_cache_usage_perc or llamacpp:kv_cache_usage_ratio"),
     ("preemptions", "vllm:num_preemptions_total or sglang:num_retracted_requests_total"),
+    # An APU's GPU memory beyond its VRAM carve-out (node-exporter's drm collector): the
+    # analyst adds it to the card where the carve-out is small.
+    ("accelerator_gtt_used", "node_drm_memory_gtt_used_bytes"),
+    ("accelerator_gtt_total", "node_drm_memory_gtt_size_bytes"),
     ("host_memory_free_darwin", "node_memory_free_bytes"),
     ("host_memory_inactive_darwin", "node_memory_inactive_bytes"),
     ("host_memory_total_darwin", "node_memory_total_bytes"),
