@@ -412,6 +412,47 @@ def _mild_stall(share: float, readings: int, trigger: tuple, available_at: float
 PSI_ALERT = ("alert", "MemoryPressure", "node PSI memory some > 5% for 15m")
 
 
+def _vm_beside_the_engine(rise_over: int) -> Builder:
+    """Blind round 4 r4ps2: a box holding 68 GiB all day; a VM takes 48 GiB more, its
+    rise taking `rise_over` readings up to the fourth of a two-hour stretch (whose floor
+    reads part of the rise). Tasks stall on memory 22 % of the three hours
+    since, the PSI alert fires; nothing is killed and the engine stays up."""
+    n, began = len(DAY), len(DAY) - 33 - rise_over
+    used = [68 * GIB + 48 * GIB * min(1.0, max(0, i - began) / rise_over) for i in range(n)]
+    stalled, out = 0.0, []
+    for i in range(n):
+        stalled += (0.22 if i >= n - 36 else 0.0005) * 300
+        out.append(stalled)
+    return history(
+        base(trigger=PSI_ALERT),
+        {
+            "targets_up": [seen("llama-server", 8080, [1.0] * n)],
+            "host_psi_memory_some_seconds": plain(
+                "node_pressure_memory_waiting_seconds_total", out
+            ),
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in noisy(used, 0.2 * GIB)]
+            ),
+        },
+    )
+
+
+def test_a_step_that_fell_at_a_stretchs_start_is_one_step_not_a_ratchet(tmp_path):
+    """The VM's 48 GiB came in a quarter hour, split by the two-hour grid into two jumps
+    between floors, neither most of the rise (r4ps2: 31 and 17 GiB): read as floors
+    ratcheting over 15 h (leak 4, then 5 against the stall's 2)."""
+    result = verdict(tmp_path, _vm_beside_the_engine(rise_over=4))
+    assert result["verdict"] == "memory-pressure-stall", scores(result)
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert any("a step, not a ratchet" in e for e in leak["evidence_against"]), leak
+
+
+def test_the_same_rise_over_four_hours_is_not_read_as_one_step(tmp_path):
+    result = verdict(tmp_path, _vm_beside_the_engine(rise_over=48))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert not any("one jump" in e for e in leak["evidence_against"]), leak
+
+
 def test_a_stall_of_ten_hours_at_eight_percent_is_read_from_before_it_began(tmp_path):
     """Blind round 3 r3ps2: 8 % for ten hours at a 60 s scrape, read as 'against 8 % at
     worst earlier': the stall's own hours counted as the machine's usual, as they were

@@ -1634,12 +1634,13 @@ def _one_step(
                     f"the accelerator's floor rose {_gib(rose)} of it, without a ratchet: "
                     "models loaded into the shared pool"
                 )
-    jumps = [b - a for a, b in zip(levels, levels[1:], strict=False)]
-    big = max(range(len(jumps)), key=jumps.__getitem__)
-    if jumps[big] <= LEAK_ONE_JUMP * (levels[-1] - levels[0]):
+    jumped = _largest_jump(f, name, floors)
+    if jumped is None:
         return None
-    said = f"most of the rise is one jump of {_gib(jumps[big])} between two stretches"
-    before, after = ((t, t + LEAK_STRETCH_S) for t in (floors[big][0], floors[big + 1][0]))
+    low, high = jumped
+    size = levels[high] - levels[low]
+    said = f"most of the rise is one jump of {_gib(size)} between two stretches"
+    before, after = ((t, t + LEAK_STRETCH_S) for t in (floors[low][0], floors[high][0]))
     start, stop = before[0], after[1]
     ran_out = _engine_ran_out(f)
     if ran_out and _card_stayed(f, name, before, after):
@@ -1660,7 +1661,7 @@ def _one_step(
         return f"{said}: a step, not a ratchet"
     # The engine's own memory ran out: a jump too small for a model, or one that took
     # hours, is what one busy spell left behind.
-    if jumps[big] < max(MODEL_SHARE * (pool or 0), MODEL_MIN_BYTES):
+    if size < max(MODEL_SHARE * (pool or 0), MODEL_MIN_BYTES):
         return None
     if _one_model(f):
         return None  # nothing here loads a second model: the jump is the engine's own
@@ -1668,6 +1669,27 @@ def _one_step(
     step = shapes.step(span, fmt=_gib)
     if step.verdict and _rise_time(span, step) <= LOAD_TAKES_S and not _rested(span, step):
         return f"{said}, the size of a model and at once: a step, not a ratchet"
+    return None
+
+
+def _largest_jump(f: Facts, name: str, floors: list[tuple[float, float]]) -> tuple[int, int] | None:
+    """The floors between which most of the rise came (LEAK_ONE_JUMP of it): two
+    neighbours, or two a stretch apart where the readings between rose at once. A step
+    inside a stretch leaves that stretch's floor part before it, part after: the grid
+    splits it into two jumps, neither most of the rise."""
+    levels = [v for _, v in floors]
+    most = LEAK_ONE_JUMP * (levels[-1] - levels[0])
+    for apart in (1, 2)[: len(levels) - 1]:
+        low = max(range(len(levels) - apart), key=lambda i: levels[i + apart] - levels[i])
+        if levels[low + apart] - levels[low] <= most:
+            continue
+        if apart == 1:
+            return low, low + 1
+        start, stop = floors[low][0], floors[low + apart][0] + LEAK_STRETCH_S
+        span = [p for p in f.series[name] if start <= p[0] < stop]
+        step = shapes.step(span, fmt=_gib)
+        if step.verdict and _rise_time(span, step) <= MODEL_LOADS_S and not _rested(span, step):
+            return low, low + apart
     return None
 
 
