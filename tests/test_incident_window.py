@@ -2428,6 +2428,28 @@ def test_what_came_up_with_a_step_is_a_second_server_only_if_it_serves_models(
     assert any("nothing here loads a second model" in e for e in swap["evidence_against"]), swap
 
 
+def _probed(url: str) -> dict:
+    """blackbox_exporter's probe of `url`, up all day: its job is the prober's."""
+    return {"metric": {"__name__": "up", "job": "blackbox", "instance": url},
+            "values": [[t, "1.0"] for t in DAY]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("probed", "manager"),
+    [
+        ("http://127.0.0.1:11434/api/version", True),  # Ollama's port: a manager
+        ("http://127.0.0.1:8080/health", False),  # llama-server's: the one engine
+    ],
+)
+def test_a_manager_watched_only_by_a_blackbox_probe_is_still_a_manager(tmp_path, probed, manager):
+    """Blind round 4 r4sw2: Ollama on a Mac, seen only through blackbox, kept a second
+    model; the step was read as 'nothing here loads a second model (no model manager)'."""
+    result = verdict(tmp_path, _step_as(_probed(probed)))
+    swap = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    said = any("nothing here loads a second model" in e for e in swap["evidence_against"])
+    assert said is not manager, swap
+
+
 def test_a_second_llama_server_that_came_up_with_the_step_is_a_model_kept(tmp_path):
     came = seen("llama-server", 5804, [None] * (len(DAY) - 4) + [1.0] * 4)
     result = verdict(tmp_path, _step_as(came))

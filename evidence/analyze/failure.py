@@ -44,6 +44,9 @@ ENGINE_PROCESS = re.compile(
     re.I,
 )
 GATEWAY_JOBS = re.compile(r"gateway|swap|litellm|proxy|router", re.I)
+# Model managers, which load models on demand, by a target's job or instance: Ollama's
+# default port names it where only a blackbox probe watches it.
+MANAGER_TARGETS = re.compile(r"ollama|llama-swap|:11434\b", re.I)
 # Words of a failure that is slowness, not a crash: a check or an alert that gave up waiting.
 TIMED_OUT = re.compile(r"time[d ]?out|no answer within|deadline|queu|latency|slow", re.I)
 CLUSTER_S = 1800  # signs of one outage follow each other within minutes (an alert's `for`)
@@ -97,6 +100,11 @@ class Failure:
 def is_gateway(target: str) -> bool:
     """A scrape target of a gateway or model manager in front of the engines."""
     return bool(GATEWAY_JOBS.search(target.split("/", 1)[0]))
+
+
+def is_manager(target: str) -> bool:
+    """A scrape target (job/instance) of a model manager, or a probe of one."""
+    return bool(MANAGER_TARGETS.search(target))
 
 
 def is_service(target: str) -> bool:

@@ -28,6 +28,7 @@ from evidence.analyze.failure import (
     history_began,
     is_engine,
     is_gateway,
+    is_manager,
     is_service,
     rose,
     up_since,
@@ -1706,10 +1707,13 @@ def _rested(series: shapes.Series, step: shapes.Step) -> bool:
 
 def _one_model(f: Facts) -> bool:
     """Nothing on this box loads a second model: no model manager (llama-swap, Ollama: they
-    load on demand, and a log's tail holds only the latest loads) and at most one engine's
-    server among the scrape targets and the engines read. A model is loaded by a server
-    starting or a manager; without either, the engine's memory is its own."""
-    if any(e["kind"] in ("llama-swap", "ollama") for e in f.engines):
+    load on demand, and a log's tail holds only the latest loads) read or scraped, and at
+    most one engine's server among the scrape targets and the engines read. A model is
+    loaded by a server starting or a manager; without either, the engine's memory is its
+    own."""
+    if any(e["kind"] in ("llama-swap", "ollama") for e in f.engines) or any(
+        is_manager(t) for t in f.targets
+    ):
         return False
     servers = {t for t in f.targets if is_service(t) and not is_gateway(t)}
     return len(servers) <= 1 and len({e["url"] or e["name"] for e in f.engines}) <= 1
