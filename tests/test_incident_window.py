@@ -2694,11 +2694,13 @@ def test_the_last_minutes_allocations_are_the_ending_not_a_creep(tmp_path):
     assert creep["score"] == 0, scores(result)
 
 
-def test_a_model_sized_step_where_a_manager_loads_models_is_no_creep(tmp_path):
+@pytest.mark.parametrize("held", [12, 38])
+def test_a_model_sized_step_where_a_manager_loads_models_is_no_creep(tmp_path, held):
     """The other look-alike: llama-swap runs the engine and the card stepped up 3 GiB at
-    once an hour before: a load, which the swap rule reads."""
+    once, an hour before, or (seed 7070's swap-not-unloaded-265160957192446) minutes before
+    the incident window began, where the window alone saw no step and the creep read 3."""
     n = len(DAY)
-    card = [18.0 * GIB] * (n - 12) + [21.0 * GIB] * 12
+    card = [18.0 * GIB] * (n - held) + [21.0 * GIB] * held
     result = verdict(tmp_path, _llama_server_card(card, managed=True))
     creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
     assert creep["score"] == 0, scores(result)

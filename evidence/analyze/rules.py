@@ -308,7 +308,13 @@ def _card_kept_the_context(f: Facts) -> str | None:
     for v in incident:
         peak = max(peak, v)
         gave_back = max(gave_back, peak - v)
-    if gave_back > rise / 4 or (not _one_model(f) and _loaded_at_once(w.incident(series))):
+    # Read from where the rise began, which may be before the incident window: a load
+    # just before it is a load all the same.
+    began = max(
+        (t for t, v in series if v is not None and v <= max(day) and t < above[0]), default=w.start
+    )
+    rising = [p for p in series if p[0] >= min(began - HOUR_S, w.start)]
+    if gave_back > rise / 4 or (not _one_model(f) and _loaded_at_once(rising)):
         return None
     return (
         f"the card's memory rose {_gib(rise)} past the most of any hour of the day "
