@@ -350,10 +350,11 @@ def test_a_second_model_beside_the_first_with_room_left_on_a_quiet_day_is_no_fau
     assert any("with room to spare" in e for e in snu["evidence_for"]), snu
 
 
-def _stall_beside_a_queue(stall_from: int, queue_from: int) -> Builder:
+def _stall_beside_a_queue(stall_from: int, queue_from: int, lulls: bool = False) -> Builder:
     """vLLM with four slots, the same callers all day; tasks stall on memory (40 % of the
-    time) for the last `stall_from` readings and requests wait for the last `queue_from`,
-    until the PSI alert fires. Counters as node-exporter and vLLM publish them."""
+    time) for the last `stall_from` readings and requests wait for the last `queue_from`
+    (`lulls`: the queue empties at every third reading, the last among them), until the
+    PSI alert fires. Counters as node-exporter and vLLM publish them."""
     n = len(DAY)
 
     def counter(rates: list[float]) -> list[float]:
@@ -365,6 +366,8 @@ def _stall_beside_a_queue(stall_from: int, queue_from: int) -> Builder:
 
     stall = counter([0.002] * (n - stall_from) + [0.4] * stall_from)
     waiting = [0.0] * (n - queue_from) + [30.0] * queue_from
+    if lulls:
+        waiting = [0.0 if (n - i) % 3 == 1 else w for i, w in enumerate(waiting)]
     running = [2.0 + 2 * (i % 12 > 5) for i in range(n - queue_from)] + [4.0] * queue_from
     return history(
         base(trigger=("alert", "MemoryPressure", "node PSI memory some > 20% for 10m")),
@@ -492,6 +495,17 @@ def test_a_queue_that_formed_behind_a_memory_stall_is_the_stall(tmp_path):
     assert result["verdict"] == "memory-pressure-stall", scores(result)
     overload = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
     assert any("formed behind the stall" in e for e in overload["evidence_against"]), overload
+
+
+@pytest.mark.parametrize(("queue_from", "stall"), [(18, True), (36, False)])
+def test_a_queue_with_lulls_is_dated_from_when_it_first_held(tmp_path, queue_from, stall):
+    """Blind round 5 r5ps1: a queue that empties now and then between bursts, its last
+    reading among the lulls, was dated from nothing, so the stall twenty minutes ahead of
+    it did not say it formed behind the stall. The look-alike: the queue held first."""
+    result = verdict(tmp_path, _stall_beside_a_queue(30, queue_from, lulls=True))
+    overload = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    behind = any("formed behind the stall" in e for e in overload["evidence_against"])
+    assert behind is stall, overload
 
 
 def test_a_stall_of_six_hours_is_read_against_the_hours_before_it_began(tmp_path):

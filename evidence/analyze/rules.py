@@ -901,14 +901,16 @@ def _slowed_by_a_stall(f: Facts) -> str | None:
 
 
 def _since(series: shapes.Series, at_least: float) -> float | None:
-    """When the run of readings at or above `at_least` that ends the series began; None
-    when the last reading is below it."""
+    """When what holds at or above `at_least` to the end of the series began: the earliest
+    reading at or above it from which at least half the readings to the end are too. A
+    queue comes and goes with each burst of callers: it began when it first held, not
+    after its latest lull. None when it does not hold to the end."""
+    began, above = None, 0
     pts = [(t, v) for t, v in series if v is not None]
-    began = None
-    for t, v in reversed(pts):
-        if v < at_least:
-            break
-        began = t
+    for seen, (t, v) in enumerate(reversed(pts), 1):
+        above += v >= at_least
+        if v >= at_least and 2 * above >= seen:
+            began = t
     return began
 
 
