@@ -47,6 +47,7 @@ _PROMETHEUS = {
     "swap_used_history": ("host_swap_used_darwin",),
     "compressed_history": ("host_memory_compressed_darwin",),
     "pswpout_history": ("host_swap_out_pages",),
+    "majfault_history": ("host_major_faults",),
     "oom_kills_history": ("host_oom_kills",),
     "psi_some_seconds": ("host_psi_memory_some_seconds",),
     "psi_full_seconds": ("host_psi_memory_full_seconds",),

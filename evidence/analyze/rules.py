@@ -137,6 +137,8 @@ LOW_AVAILABLE_SAMPLED = 0.10  # ... and under 10% of it on a coarse scrape besid
 SWAP_FULL_SHARE = 0.1  # swap with under a tenth of it free is used up
 SWAP_FILLED_BYTES = 1 * GIB  # swap taking a GiB more in the hours before: it did not fit
 SWAPPING_PAGES_S = 10  # pages swapped out per second, through the hour: thrashing, not a blip
+MAJOR_FAULTS_S = 100  # pages read back from disk per second, through the hour
+MAJOR_FAULTS_PAST = 10  # ... and this many times the most of any hour before
 # Reclaim counters that moved this much in the thirty seconds are pressure, not the trickle
 # every box has: a thousand pages faulted back is 4 MiB re-read, one compaction stall is a
 # task that waited for free memory.
@@ -3209,6 +3211,26 @@ def _stall_in_window(f: Facts, j: Judgement) -> None:
     out = known(_window(f).last(_rate(f.series.get("pswpout_history", [])), RECENT_S))
     if out and _median(out) >= SWAPPING_PAGES_S:
         j.add(1, f"pages were swapped out through the hour ({_median(out):.0f}/s)")
+    if faulted := _read_back(f):
+        j.add(1, faulted)
+
+
+def _read_back(f: Facts) -> str | None:
+    """Pages read back from disk (major faults) through the hour before, far past any hour
+    earlier, in words. With no swap, or beside it, what a stall evicts is the page cache,
+    a model's mapped weights among it, read back again at each use."""
+    w = _window(f)
+    rate = _rate(w.upto(f.series.get("majfault_history", [])))
+    recent = known(w.last(rate, RECENT_S))
+    if len(recent) < 3:
+        return None
+    now, worst = _median(recent), max(_hourly(w.reference(rate), _median), default=0.0)
+    if now < MAJOR_FAULTS_S or now < MAJOR_FAULTS_PAST * worst:
+        return None
+    return (
+        f"pages were read back from disk through the hour ({now:.0f} major faults/s, against "
+        f"{worst:.0f} at most in any hour earlier): what was evicted was needed again"
+    )
 
 
 def _stall_shares(f: Facts) -> tuple[float, float] | None:
@@ -3242,13 +3264,15 @@ def _swap_ran_out(f: Facts) -> str | None:
 
 def _swap_filled(f: Facts, j: Judgement) -> bool | None:
     """Swap taking SWAP_FILLED_BYTES more through the incident window (a point for the
-    stall); None where no swap history was read. Linux's swap is a fixed size, read by
-    what is free; macOS's use is read directly."""
+    stall); None where no swap history was read, or the machine has none. Linux's swap
+    is a fixed size, read by what is free; macOS's use is read directly."""
     w = _window(f)
     used = known(w.incident(f.series.get("swap_used_history", [])))
     free = known(w.incident(f.series.get("swap_free_history", [])))
     if not used and not free:
         return None
+    if not used and max(known(f.series.get("swap_total_history", [])), default=0.0) <= 0:
+        return None  # no swap at all: nothing could fill, and its absence says nothing
     taken = used[-1] - used[0] if used else free[0] - free[-1]
     if taken >= SWAP_FILLED_BYTES:
         j.add(1, f"swap filled in the incident window: {_gib(taken)} more used")

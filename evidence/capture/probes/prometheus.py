@@ -59,6 +59,7 @@ NODE_QUERIES = (
     ("host_swap_total", "node_memory_SwapTotal_bytes"),
     ("host_swap_free", "node_memory_SwapFree_bytes"),
     ("host_swap_out_pages", "node_vmstat_pswpout"),
+    ("host_major_faults", "node_vmstat_pgmajfault"),
     ("host_oom_kills", "node_vmstat_oom_kill"),
     ("host_psi_memory_some_seconds", "node_pressure_memory_waiting_seconds_total"),
     ("host_psi_memory_full_seconds", "node_pressure_memory_stalled_seconds_total"),
