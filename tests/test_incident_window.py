@@ -430,13 +430,19 @@ def _mild_stall(
 PSI_ALERT = ("alert", "MemoryPressure", "node PSI memory some > 5% for 15m")
 
 
-def _vm_beside_the_engine(rise_over: int) -> Builder:
+def _vm_beside_the_engine(rise_over: int, crept: float = 0.0) -> Builder:
     """Blind round 4 r4ps2: a box holding 68 GiB all day; a VM takes 48 GiB more, its
     rise taking `rise_over` readings up to the fourth of a two-hour stretch (whose floor
-    reads part of the rise). Tasks stall on memory 22 % of the three hours
-    since, the PSI alert fires; nothing is killed and the engine stays up."""
+    reads part of the rise), after the floor `crept` up through the ten hours before.
+    Tasks stall on memory 22 % of the three hours since, the PSI alert fires; nothing is
+    killed and the engine stays up."""
     n, began = len(DAY), len(DAY) - 33 - rise_over
-    used = [68 * GIB + 48 * GIB * min(1.0, max(0, i - began) / rise_over) for i in range(n)]
+    used = [
+        68 * GIB
+        + crept * min(1.0, max(0, i - began + 120) / 120)
+        + 48 * GIB * min(1.0, max(0, i - began) / rise_over)
+        for i in range(n)
+    ]
     stalled, out = 0.0, []
     for i in range(n):
         stalled += (0.22 if i >= n - 36 else 0.0005) * 300
@@ -465,8 +471,17 @@ def test_a_step_that_fell_at_a_stretchs_start_is_one_step_not_a_ratchet(tmp_path
     assert any("a step, not a ratchet" in e for e in leak["evidence_against"]), leak
 
 
-def test_the_same_rise_over_four_hours_is_not_read_as_one_step(tmp_path):
-    result = verdict(tmp_path, _vm_beside_the_engine(rise_over=48))
+@pytest.mark.parametrize(
+    ("rise_over", "crept"),
+    [
+        (48, 0.0),  # the same rise over four hours
+        # Fresh seed 8080 leak-ratchet-247558564942882: a leak whose floors had crept up
+        # for hours, then rose 12 of its 16 GiB in its busiest twenty minutes.
+        (4, 16 * GIB),
+    ],
+)
+def test_a_rise_that_climbed_is_not_read_as_one_step(tmp_path, rise_over, crept):
+    result = verdict(tmp_path, _vm_beside_the_engine(rise_over, crept))
     leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
     assert not any("one jump" in e for e in leak["evidence_against"]), leak
 

@@ -103,6 +103,7 @@ LEAK_SHARE_HOST = 0.08  # a host's floor drifts a few per cent a day (caches it 
 LEAK_UNFAILED = 1.25  # with nothing failed yet, a quarter more before it is named
 REST_S = 1800.0  # a load does not rest half-way for half an hour; a ratchet's clicks do
 LEAK_ONE_JUMP = 0.7  # one jump between two stretches carrying 70% of the rise is a step
+LEAK_SPLIT_JUMP = 0.9  # ... or, split by the grid over two, 90% of it
 LEAK_MIN_STRETCHES = 4  # a ratchet needs four floors to be seen climbing
 LEAK_STRETCH_S = 2 * 3600.0  # floors per two hours: a burst cannot fill one
 RELEASED = 0.75  # the capture reading under three quarters of the highest floor: given back
@@ -1684,15 +1685,16 @@ def _one_step(
 
 
 def _largest_jump(f: Facts, name: str, floors: list[tuple[float, float]]) -> tuple[int, int] | None:
-    """The floors between which most of the rise came (LEAK_ONE_JUMP of it): two
-    neighbours, or two a stretch apart where the readings between rose at once. A step
-    inside a stretch leaves that stretch's floor part before it, part after: the grid
-    splits it into two jumps, neither most of the rise."""
+    """The floors between which most of the rise came: two neighbours (LEAK_ONE_JUMP of
+    it), or two a stretch apart where the readings between rose at once. A step inside a
+    stretch leaves that stretch's floor part before it, part after: the grid splits it
+    into two jumps, neither most of the rise. Read over two stretches, a leak's busiest
+    hours can look as sudden: there the jump must be nearly all of the rise
+    (LEAK_SPLIT_JUMP), the floors around it level."""
     levels = [v for _, v in floors]
-    most = LEAK_ONE_JUMP * (levels[-1] - levels[0])
-    for apart in (1, 2)[: len(levels) - 1]:
+    for apart, most in ((1, LEAK_ONE_JUMP), (2, LEAK_SPLIT_JUMP))[: len(levels) - 1]:
         low = max(range(len(levels) - apart), key=lambda i: levels[i + apart] - levels[i])
-        if levels[low + apart] - levels[low] <= most:
+        if levels[low + apart] - levels[low] <= most * (levels[-1] - levels[0]):
             continue
         if apart == 1:
             return low, low + 1
