@@ -788,6 +788,60 @@ def test_the_same_climb_under_twice_the_load_is_not_read_as_a_leak(tmp_path):
     assert scores(result)["leak-ratchet"] < 3, scores(result)
 
 
+def _two_cards(one: list[float], other: list[float]) -> Builder:
+    """Two 24 GiB cards scraped by DCGM, a llama-server on each: card 1 as `one`, card 0 as
+    `other`; card 1's server went down at the end and its card was released."""
+    n = len(DAY)
+
+    def card(gpu: str, values: list[float]) -> dict:
+        return {"metric": {"gpu": gpu, "UUID": f"GPU-{gpu}", "job": "dcgm", "instance": "box:9400"},
+                "values": [[t, repr(v)] for t, v in zip(DAY, values, strict=True)]}  # fmt: skip
+
+    return history(
+        base(trigger=("alert", "EngineDown")),
+        {
+            "targets_up": [
+                seen("llama-server", 8080, [1.0] * n),
+                seen("llama-server", 8081, [1.0] * (n - 2) + [0.0] * 2),
+            ],
+            "accelerator_memory_used": [card("0", other), card("1", one)],
+            "accelerator_memory_total": [card("0", [24 * GIB] * n), card("1", [24 * GIB] * n)],
+        },
+    )
+
+
+def _card_one_ratchets() -> list[float]:
+    """Card 1 level at 21.6 GiB, then through the last sixteen hours each two-hourly burst
+    leaves its floor 0.25 GiB higher, to 23.6 GiB (the two cards' sum rises 4 % of their
+    48 GiB, this card 8 % of its own); released at the end."""
+    n = len(DAY)
+    clicks = [max(0, (i - (n - 192)) // 24 + 1) if i >= n - 192 else 0 for i in range(n - 2)]
+    used = [21.6 * GIB + 0.25 * GIB * c + GIB * (i % 24 in (20, 21)) for i, c in enumerate(clicks)]
+    return noisy(used, 0.02 * GIB) + [0.4 * GIB] * 2
+
+
+def test_one_card_of_two_leaking_to_full_is_a_leak(tmp_path):
+    """Blind round 5 r5lk2: two 3090s, the server on card 1 leaked until its card was full
+    and its allocation failed. The two cards' sum climbed half as steeply on twice the
+    pool: 'flat between bursts', and no fault had any evidence."""
+    result = verdict(
+        tmp_path, _two_cards(_card_one_ratchets(), noisy([12.6 * GIB] * len(DAY), 0.02 * GIB))
+    )
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    assert any("card 1 memory floor rose" in e for e in result["candidates"][0]["evidence_for"])
+
+
+def test_the_same_rise_that_card_0_gave_back_moved_between_cards(tmp_path):
+    """The look-alike: card 0 gave back what card 1 took (a split moved between them)."""
+    one = _card_one_ratchets()
+    other = [12.6 * GIB - max(0.0, v - 21.6 * GIB) for v in one[:-2]] + [12.6 * GIB] * 2
+    result = verdict(tmp_path, _two_cards(one, other))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert leak["score"] < 3 and any(
+        "moved between cards" in e for e in leak["evidence_against"]
+    ), leak
+
+
 def _drm(metric: str, values: list[float]) -> list[dict]:
     """One amdgpu card as node-exporter's drm collector publishes it (drm_linux.go)."""
     return [

@@ -154,6 +154,9 @@ class Facts:
     process_history: dict[str, Series] = field(default_factory=dict)
     # Each series' source that covered less time, kept aside: (points, origin).
     shorter: dict[str, tuple[Series, str]] = field(default_factory=dict)
+    # On a machine of several cards, each card's name: its lines are the series
+    # "accelerator_used <name>" and "accelerator_total <name>" beside their sums.
+    cards: list[str] = field(default_factory=list)
 
     def measured(self, probe: str) -> bool:
         return self.probes.get(probe, ("absent", None))[0] == "ok"
@@ -308,6 +311,7 @@ def _prometheus(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) ->
         if name in _GTT:
             points = _with_gtt(con, bundle_id, _GTT[name], points)
         _prefer(facts, name, [(_ts(t), v) for t, v in points], "prometheus")
+    _each_card(con, facts, bundle_id)
     # Engine targets that were up at the end, one per series: a target configured but
     # never up is not a second engine.
     ends = con.execute(
@@ -625,6 +629,32 @@ def _pressure(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) -> N
         if points:
             facts.series[name] = [(_ts(t), v) for t, v in points]
             facts.origin[name] = "bundle"
+
+
+def _each_card(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) -> None:
+    """Each card's own lines where Prometheus holds several: a leak on one of two cards
+    climbs half as steeply in their sum, and ends with its own card full, not the sum."""
+    lines: dict[str, dict[tuple[tuple[str, str], ...], Series]] = {"used": {}, "total": {}}
+    for query, labels, points in con.execute(
+        """SELECT query, labels, list((t, value) ORDER BY t) FROM prometheus_series
+           WHERE bundle_id = ? AND query IN ('accelerator_memory_used', 'accelerator_memory_total')
+               AND t IS NOT NULL
+           GROUP BY query, labels""",
+        [bundle_id],
+    ).fetchall():
+        card = tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
+        lines[query.rsplit("_", 1)[1]][card] = [(_ts(t), v) for t, v in points]
+    if len(lines["used"]) < 2:
+        return
+    for card, used in lines["used"].items():
+        named = dict(card)
+        name = named.get("gpu") or named.get("card") or named.get("device") or str(len(facts.cards))
+        if card not in lines["total"] or name in facts.cards:
+            continue
+        facts.cards.append(name)
+        for kind, points in (("used", used), ("total", lines["total"][card])):
+            facts.series[f"accelerator_{kind} {name}"] = points
+            facts.origin[f"accelerator_{kind} {name}"] = "prometheus"
 
 
 def _with_gtt(

@@ -1344,7 +1344,7 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             j.missing.append(f"{label}: floors in {LEAK_MIN_STRETCHES} quiet stretches")
             continue
         levels = [v for _, v in floors]
-        share = LEAK_SHARE if name == "accelerator_used" else LEAK_SHARE_HOST
+        share = LEAK_SHARE if _is_card(name) else LEAK_SHARE_HOST
         share *= 1 if w.failure else LEAK_UNFAILED
         limit = _engine_limit(f)
         if limit and name == "memory_used":
@@ -1377,7 +1377,7 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             )
             return
         elsewhere = (
-            name != "accelerator_used"
+            not _is_card(name)
             and onset is not None
             and (
                 _outlived_the_engine(f, name, levels[onset], levels[-1])
@@ -1390,6 +1390,10 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
         if elsewhere:
             j.evidence_against.append(elsewhere)
             return
+        one_card = onset is not None and name != "accelerator_used" and _is_card(name)
+        if one_card and (moved := _moved_between_cards(f, floors[onset:], release)):
+            j.evidence_against.append(f"the {label} floor rose {moved}")
+            continue
         if onset is not None:
             hours = (w.end - floors[onset][0]) / HOUR_S
             rose = f"from {_gib(levels[onset])} to {_gib(levels[-1])} over the last {hours:.0f} h"
@@ -1604,11 +1608,14 @@ def _full_at_the_fall(f: Facts) -> str | None:
     w = _window(f)
     if not (w.failure and w.failure.dated_by.source == "target"):
         return None
-    totals = _values(f, "accelerator_total")
-    used = known(w.last(f.series.get("accelerator_used", []), FULL_AT_FALL_S))
-    if not totals or not used or max(used) < (1 - LOW_AVAILABLE) * max(totals):
-        return None
-    return f"the service went down with the card full ({_gib(max(used))} of {_gib(max(totals))})"
+    for card in ("", *(f" {c}" for c in f.cards)):
+        totals = _values(f, f"accelerator_total{card}")
+        used = known(w.last(f.series.get(f"accelerator_used{card}", []), FULL_AT_FALL_S))
+        if totals and used and max(used) >= (1 - LOW_AVAILABLE) * max(totals):
+            which = f"card{card}" if card else "the card"
+            held = f"{_gib(max(used))} of {_gib(max(totals))}"
+            return f"the service went down with {which} full ({held})"
+    return None
 
 
 def _card_ran_out(f: Facts) -> bool:
@@ -1754,7 +1761,7 @@ def _engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None
     ended = _engine_ran_out(f)
     # Only the card's line is the engines' alone, and a kill is the host running out.
     went_down = (
-        name == "accelerator_used"
+        _is_card(name)
         and w.failure is not None
         and w.failure.dated_by.source == "target"
         and not _killed(f)
@@ -2003,7 +2010,33 @@ def _leaked_into(f: Facts) -> list[tuple[str, str]]:
     lines = _memory_lines(f)
     if _swap_given_back(f) and _history(f, "memory_with_swap"):
         lines.insert(len(lines) - 1, ("memory_with_swap", "memory with swap"))
-    return lines
+    # Then each card alone, where there are several: one card's leak is half as steep in
+    # the sum of two.
+    return lines + [(f"accelerator_used {c}", f"card {c} memory") for c in f.cards]
+
+
+def _moved_between_cards(
+    f: Facts, floors: list[tuple[float, float]], release: float | None
+) -> str | None:
+    """Why one card's rising floors are not its leak: the cards' sum, read over the same
+    stretches (up to the same release), rose less than half as much. The others gave
+    back what it took: a model or a split moved between cards."""
+    upto = [
+        p for p in _window(f).upto(f.series["accelerator_used"]) if p[0] < (release or math.inf)
+    ]
+    total = dict(_quiet_floors(f, "accelerator_used", upto))
+    (start, low), (end, high) = floors[0], floors[-1]
+    if start not in total or end not in total or total[end] - total[start] >= (high - low) / 2:
+        return None
+    return (
+        f"{_gib(high - low)} while all the cards together rose {_gib(total[end] - total[start])}"
+        ": the others gave it back, the memory moved between cards"
+    )
+
+
+def _is_card(name: str) -> bool:
+    """A card's line: the cards' sum, or one card's own."""
+    return name.split(" ", 1)[0] == "accelerator_used"
 
 
 def _swap_given_back(f: Facts) -> bool:
@@ -2024,8 +2057,8 @@ def _swap_given_back(f: Facts) -> bool:
 
 def _pool(f: Facts, name: str) -> float | None:
     """The size of the pool a memory line is of: the card's total, else the host's."""
-    if name == "accelerator_used":
-        totals = _values(f, "accelerator_total")
+    if _is_card(name):
+        totals = _values(f, name.replace("used", "total", 1))
         if totals:
             return max(totals)
     if name == "memory_with_swap" and f.memory_total:
