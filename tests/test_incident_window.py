@@ -610,7 +610,7 @@ def _ratchet_then_the_kill(held_after: float) -> Builder:
     1.5 GiB higher through the last twelve hours, then the last hour filling the machine;
     the kernel kills, the engine's target goes down, and for the fifteen minutes after the
     machine holds `held_after`."""
-    n, total, dead = len(DAY), 32 * GIB, len(DAY) - 4
+    n, dead = len(DAY), len(DAY) - 4
     used = []
     for i in range(dead):
         clicks = max(0, (i - (n - 144) - 13) // 24 + 1) if i >= n - 144 else 0
@@ -618,15 +618,23 @@ def _ratchet_then_the_kill(held_after: float) -> Builder:
         used.append(8 * GIB + clicks * 1.5 * GIB + burst)
     used[-12:] = [used[-13] + (31.6 * GIB - used[-13]) * (k + 1) / 12 for k in range(12)]
     used = noisy(used, 0.1 * GIB) + [held_after] * 4
+    oom_kills = plain("node_vmstat_oom_kill", [0.0] * dead + [1.0] * 4)
+    return _engine_fell_on_32_gib(used, 4, host_oom_kills=oom_kills)
+
+
+def _engine_fell_on_32_gib(used: list[float], down: int, **series: list[dict]) -> Builder:
+    """A 32 GiB box whose memory in use is `used`; llama-server's target went down for the
+    last `down` readings and the EngineDown alert fired. `series` are more of its history."""
+    n, total = len(DAY), 32 * GIB
     return history(
         base(trigger=("alert", "EngineDown")),
         {
-            "targets_up": [seen("llama-server", 8080, [1.0] * dead + [0.0] * 4)],
+            "targets_up": [seen("llama-server", 8080, [1.0] * (n - down) + [0.0] * down)],
             "host_memory_available": plain(
                 "node_memory_MemAvailable_bytes", [total - u for u in used]
             ),
             "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
-            "host_oom_kills": plain("node_vmstat_oom_kill", [0.0] * dead + [1.0] * 4),
+            **series,
         },
     )
 
@@ -651,7 +659,7 @@ def _leaked_into_swap(swap_after: float) -> Builder:
     engine's busy spells each leave 2 GiB more in swap (16 GiB of it), from 2 GiB to 10;
     the kernel kills llama-server, the host's 14 GiB come back, and swap holds
     `swap_after`."""
-    n, total, kill = len(DAY), 32 * GIB, len(DAY) - 3
+    n, kill = len(DAY), len(DAY) - 3
     used = noisy([31 * GIB] * kill, 0.1 * GIB) + [17 * GIB] * 3
     swap = [
         2 * GIB + 2 * GIB * max(0, (i - (n - 96)) // 24 + 1) * (i >= n - 96) for i in range(kill)
@@ -662,17 +670,11 @@ def _leaked_into_swap(swap_after: float) -> Builder:
         "anon-rss:14753634kB, file-rss:519743kB, shmem-rss:0kB, UID:1000 pgtables:7627kB "
         "oom_score_adj:0"
     )
-    return history(
-        base(trigger=("alert", "EngineDown")),
-        {
-            "targets_up": [seen("llama-server", 8080, [1.0] * kill + [0.0] * 3)],
-            "host_memory_available": plain(
-                "node_memory_MemAvailable_bytes", [total - u for u in used]
-            ),
-            "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
-            "host_swap_total": plain("node_memory_SwapTotal_bytes", [16 * GIB] * n),
-            "host_swap_free": plain("node_memory_SwapFree_bytes", [16 * GIB - s for s in swap]),
-        },
+    return _engine_fell_on_32_gib(
+        used,
+        3,
+        host_swap_total=plain("node_memory_SwapTotal_bytes", [16 * GIB] * n),
+        host_swap_free=plain("node_memory_SwapFree_bytes", [16 * GIB - s for s in swap]),
     ).kernel([killed], ago_s=15 * 60)
 
 

@@ -154,8 +154,8 @@ class Facts:
     process_history: dict[str, Series] = field(default_factory=dict)
     # Each series' source that covered less time, kept aside: (points, origin).
     shorter: dict[str, tuple[Series, str]] = field(default_factory=dict)
-    # On a machine of several cards, each card's name: its lines are the series
-    # "accelerator_used <name>" and "accelerator_total <name>" beside their sums.
+    # On a machine of several cards, each card's name: its lines (`card_line`) stand
+    # beside the cards' sums.
     cards: list[str] = field(default_factory=list)
 
     def measured(self, probe: str) -> bool:
@@ -653,8 +653,13 @@ def _each_card(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) -> 
             continue
         facts.cards.append(name)
         for kind, points in (("used", used), ("total", lines["total"][card])):
-            facts.series[f"accelerator_{kind} {name}"] = points
-            facts.origin[f"accelerator_{kind} {name}"] = "prometheus"
+            facts.series[card_line(kind, name)] = points
+            facts.origin[card_line(kind, name)] = "prometheus"
+
+
+def card_line(kind: str, card: str = "") -> str:
+    """The series of the cards' memory `kind` ("used", "total"): their sum, or one card's."""
+    return f"accelerator_{kind} {card}".rstrip()
 
 
 def _with_gtt(

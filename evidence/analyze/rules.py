@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from evidence.analyze import shapes, statlines
-from evidence.analyze.facts import Facts
+from evidence.analyze.facts import Facts, card_line
 from evidence.analyze.failure import (
     FAILURE_TRIGGERS,
     RECENT_KILL_S,
@@ -1608,11 +1608,11 @@ def _full_at_the_fall(f: Facts) -> str | None:
     w = _window(f)
     if not (w.failure and w.failure.dated_by.source == "target"):
         return None
-    for card in ("", *(f" {c}" for c in f.cards)):
-        totals = _values(f, f"accelerator_total{card}")
-        used = known(w.last(f.series.get(f"accelerator_used{card}", []), FULL_AT_FALL_S))
+    for card in ("", *f.cards):
+        totals = _values(f, card_line("total", card))
+        used = known(w.last(f.series.get(card_line("used", card), []), FULL_AT_FALL_S))
         if totals and used and max(used) >= (1 - LOW_AVAILABLE) * max(totals):
-            which = f"card{card}" if card else "the card"
+            which = f"card {card}" if card else "the card"
             held = f"{_gib(max(used))} of {_gib(max(totals))}"
             return f"the service went down with {which} full ({held})"
     return None
@@ -2012,7 +2012,7 @@ def _leaked_into(f: Facts) -> list[tuple[str, str]]:
         lines.insert(len(lines) - 1, ("memory_with_swap", "memory with swap"))
     # Then each card alone, where there are several: one card's leak is half as steep in
     # the sum of two.
-    return lines + [(f"accelerator_used {c}", f"card {c} memory") for c in f.cards]
+    return lines + [(card_line("used", c), f"card {c} memory") for c in f.cards]
 
 
 def _moved_between_cards(
