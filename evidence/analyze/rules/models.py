@@ -1,0 +1,99 @@
+"""What is loaded and who holds the card: a model manager's list, a GPU process's name,
+an engine that preallocates, a box that loads one model."""
+
+from typing import Any
+
+import orjson
+
+from evidence.analyze.facts import Facts
+from evidence.analyze.failure import is_gateway, is_manager, is_service
+from evidence.analyze.recognise import PREALLOCATES, belongs
+from evidence.analyze.rules.text import GIB, gib
+
+SQUAT_GPU_BYTES = 1 * GIB  # an idle engine holding this much GPU memory is squatting
+PREALLOCATED_SHARE = 0.5  # an engine's preallocation this large is what looks alarming
+MODEL_SHARE = 0.05  # a second model is at least 5% of the pool (a 0.7 GiB step on a 24 GiB
+MODEL_MIN_BYTES = 1 * GIB  # card is a buffer, not a model) and at least 1 GiB
+
+
+def single_model(f: Facts) -> bool:
+    """Nothing on this box loads a second model: no model manager (llama-swap, Ollama: they
+    load on demand, and a log's tail holds only the latest loads) read or scraped, and at
+    most one engine's server among the scrape targets and the engines read. A model is
+    loaded by a server starting or a manager; without either, the engine's memory is its
+    own."""
+    if any(e["kind"] in ("llama-swap", "ollama") for e in f.engines) or any(
+        is_manager(t) for t in f.targets
+    ):
+        return False
+    servers = {t for t in f.targets if is_service(t) and not is_gateway(t)}
+    return len(servers) <= 1 and len({e["url"] or e["name"] for e in f.engines}) <= 1
+
+
+def loaded_models(f: Facts) -> dict[str, list[str]] | None:
+    """What each model manager says is loaded; None if none was read."""
+    managers = [
+        e["name"]
+        for e in f.engines
+        if e["kind"] in ("llama-swap", "ollama") and e["status"] == "ok"
+    ]
+    if not managers:
+        return None
+    return {
+        m: sorted(
+            {
+                x["model"]
+                for x in f.models
+                if x["engine"] == m and (x["state"] in (None, "ready", "loaded"))
+            }
+        )
+        for m in managers
+    }
+
+
+def who(f: Facts, gpu_process: dict[str, Any]) -> dict[str, Any]:
+    """A GPU process with the name and command line the process table has for its pid."""
+    row = next((p for p in f.processes if p["pid"] == gpu_process["pid"]), None)
+    return {**gpu_process, **({"name": row["name"], "cmdline": row["cmdline"]} if row else {})}
+
+
+def preallocated(f: Facts) -> list[str]:
+    """Discrete cards held mostly by an engine that takes a fixed share of the card at start
+    (vLLM, SGLang): high and flat by design, what users ask about as a leak (vLLM #550). A
+    unified pool is left out: there the same share is the host's memory too."""
+    said = []
+    for d in f.gpu_devices:
+        total = d["memory_total_bytes"]
+        if d["unified_memory"] or not total:
+            continue
+        for kind, setting in PREALLOCATES.items():
+            holders = [
+                p
+                for p in f.gpu_processes
+                if p["device_index"] == d["device_index"]
+                and p["used_bytes"]
+                and belongs(who(f, p), kind)
+            ]
+            held = sum(p["used_bytes"] for p in holders)
+            if held >= PREALLOCATED_SHARE * total:
+                pids = ", ".join(str(p["pid"]) for p in holders)
+                said.append(
+                    f"{kind} (pid {pids}) holds {gib(held)}, {held / total:.0%} of GPU "
+                    f"{d['device_index']}: it takes that share at start for weights and its "
+                    f"KV cache ({setting}), so high and flat is by design, not a leak"
+                )
+    return said
+
+
+def list_known(f: Facts, device: dict[str, Any], listed: list[dict[str, Any]]) -> bool:
+    """Whether the device's per-process list was read in full: NVML's, with every size
+    given. AMD's sysfs has no list, and NVML under WSL lists processes without sizes:
+    not measured, never "held by nobody"."""
+    unread = device.get("unavailable") or {}
+    if isinstance(unread, str):
+        unread = orjson.loads(unread)
+    return (
+        device["vendor"] == "nvidia"
+        and "processes" not in unread
+        and all(p["used_bytes"] is not None for p in listed)
+    )

@@ -1,0 +1,70 @@
+"""Tasks stalled on memory: PSI at the capture and through the hour, macOS pushing memory
+out of RAM, swap filling."""
+
+from evidence.analyze.facts import Facts
+from evidence.analyze.rules.series import history, hourly, median, per_second, readings, window
+from evidence.analyze.rules.text import GIB, gib
+from evidence.analyze.window import RECENT_S, known
+
+PSI_SOME_HIGH = 10.0  # % of time some task stalled on memory (avg10)
+PSI_FULL_HIGH = 5.0
+SWAP_FILLED_BYTES = 1 * GIB  # swap taking a GiB more in the hours before: it did not fit
+COMPRESSED_SHARE = 0.05  # macOS compressing this share of its memory more than any hour before
+PSI_HISTORY_HIGH = 0.10  # stalled 10% of the time over the hour before (node-exporter)
+
+
+def stalled(f: Facts) -> bool:
+    """Tasks stalled on memory at the capture, past PSI_SOME_HIGH (PSI some avg10), or
+    through the hour before it, past PSI_HISTORY_HIGH (node-exporter's counter), or, on
+    macOS (no PSI), memory pushed out of RAM past the day's usual before the failure."""
+    if max(readings(f, "psi_some"), default=0.0) >= PSI_SOME_HIGH:
+        return True
+    shares = stall_shares(f)
+    if shares is not None and shares[0] >= PSI_HISTORY_HIGH:
+        return True
+    pushed = pushed_out(f)
+    return bool(pushed and pushed[0])
+
+
+def stall_shares(f: Facts) -> tuple[float, float] | None:
+    """The share of time tasks stalled on memory in the hour before the failure and in the
+    worst hour before the stall began, from node-exporter's PSI counter; None without
+    readings of that hour. A stall of many hours has no before in the incident window's
+    day: the hours stalled without a break up to the window are part of it, not the
+    machine's usual (while 3 hours at least remain before them)."""
+    w = window(f)
+    stalled = per_second(w.upto(f.series.get("psi_some_seconds", [])))
+    recent = known(w.last(stalled, RECENT_S))
+    if len(recent) < 3:
+        return None
+    now = median(recent)
+    earlier = hourly(w.reference(stalled), median)
+    # The stall's own hours: stalled as much as half of now, or past the bar.
+    while len(earlier) > 3 and earlier[-1] >= min(PSI_HISTORY_HIGH, now / 2) > 0:
+        earlier.pop()
+    return now, max(earlier, default=0.0)
+
+
+def pushed_out(f: Facts) -> tuple[bool, str] | None:
+    """What macOS held compressed or swapped (node-exporter publishes both) in the quarter
+    hour before the failure (a level: what did not fit in RAM when the service gave up),
+    and whether it passed the most of any hour earlier by COMPRESSED_SHARE of the machine;
+    None without those readings."""
+    if not history(f, "compressed_history") or not f.memory_total:
+        return None
+    w = window(f)
+    swapped = dict(f.series.get("swap_used_history", []))
+    series = [
+        (t, None if v is None else v + (swapped.get(t) or 0.0))
+        for t, v in w.upto(f.series["compressed_history"])
+    ]
+    recent = known(w.last(series, RECENT_S / 4))
+    usual = hourly(w.reference(series), median)
+    if len(recent) < 3 or not usual:
+        return None
+    now, before = median(recent), max(usual)
+    said = (
+        f"macOS held {gib(now)} compressed or swapped in the quarter hour before, against "
+        f"at most {gib(before)} in any hour earlier"
+    )
+    return now - before >= COMPRESSED_SHARE * f.memory_total, said

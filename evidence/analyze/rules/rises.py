@@ -1,0 +1,232 @@
+"""How a memory line rose: a load at once or resting half-way, a climb without a pause to
+the engine running out, the card keeping the context's scratch."""
+
+from evidence.analyze import shapes
+from evidence.analyze.facts import Facts
+from evidence.analyze.rules.callers import busier_than_usual
+from evidence.analyze.rules.context_length import model_contexts
+from evidence.analyze.rules.floors import FLOOR_NOISE, LEAK_SHARE, QUIET_FLOOR_QUANTILE
+from evidence.analyze.rules.memory import is_card, pool_size
+from evidence.analyze.rules.models import MODEL_MIN_BYTES, single_model
+from evidence.analyze.rules.ran_out import engine_ran_out, killed
+from evidence.analyze.rules.series import HOUR_S, history, hourly, median, window
+from evidence.analyze.rules.text import gib
+from evidence.analyze.window import INCIDENT_S, RECENT_S, Window, known
+
+LOAD_TAKES_S = 7200.0  # a model loads (and its cache fills) within the hour; a leak takes hours
+MODEL_LOADS_S = 1800.0  # a model's weights load in minutes, not hours
+REST_S = 1800.0  # a load does not rest half-way for half an hour; a ratchet's clicks do
+LEAK_ONE_JUMP = 0.7  # one jump between two stretches carrying 70% of the rise is a step
+RELEASED = 0.75  # the capture reading under three quarters of the highest floor: given back
+FULL_SHARE = 0.95  # a floor this close to the pool's size has nowhere left to rise
+HELD_S = 900.0  # a level held a quarter hour, not the allocations of the last minutes
+CLIMB_READINGS = 6  # half-hourly bundles through the incident window: enough to see a climb
+
+
+def card_kept_the_context(f: Facts) -> str | None:
+    """Where nothing measured the context, llama-server's card is its record: its CUDA pool
+    keeps the largest scratch a context needed and gives nothing back. A creep is the card
+    climbing past anything of the day in the hours before the engine ran out, after a day
+    it held level, none of it given back: a leak's remainders pile up over the day's
+    bursts; a queue's memory comes and goes with the requests running. Only the card's
+    line is the engines' alone (the host's holds everything else too)."""
+    w = window(f)
+    ended = engine_ran_out(f)
+    if not ended or not history(f, "accelerator_used") or f.prompts or f.stats:
+        return None  # the log's own lengths, where it has them, say it directly
+    if not any(e["kind"] == "llama-server" for e in f.engines):
+        return None
+    series = w.upto(f.series["accelerator_used"])
+    day = hourly(w.reference(series), median)
+    recent, incident = known(w.last(series, RECENT_S)), known(w.incident(series))
+    pool = pool_size(f, "accelerator_used")
+    if not day or not recent or not incident or not pool:
+        return None
+    rise = max(recent) - max(day)
+    above = [
+        t
+        for t, v in w.last(series, RECENT_S)
+        if v is not None and v >= max(day) + LEAK_SHARE * pool
+    ]
+    # Held a while: the last minutes' allocations as every slot filled are the ending.
+    if not above or above[-1] - above[0] < HELD_S or max(day) - min(day) > rise / 2:
+        return None
+    # The engine's death releases what it held: a fall that stays to the end is that.
+    while len(incident) > 1 and incident[-1] < max(incident[:-1]) - rise / 4:
+        incident.pop()
+    peak, gave_back = incident[0], 0.0
+    for v in incident:
+        peak = max(peak, v)
+        gave_back = max(gave_back, peak - v)
+    # Read from where the rise began, which may be before the incident window: a load
+    # just before it is a load all the same.
+    began = max(
+        (t for t, v in series if v is not None and v <= max(day) and t < above[0]), default=w.start
+    )
+    rising = [p for p in series if p[0] >= min(began - HOUR_S, w.start)]
+    if gave_back > rise / 4 or (not single_model(f) and _loaded_at_once(rising)):
+        return None
+    return (
+        f"the card's memory rose {gib(rise)} past the most of any hour of the day "
+        f"({gib(max(day))}) in the hour before {ended}, after a day within "
+        f"{gib(max(day) - min(day))}, and gave none of it back: llama-server's pool keeps "
+        "what the longest context needed"
+    )
+
+
+def _loaded_at_once(series: shapes.Series) -> bool:
+    """Most of a line's rise is one step reached within MODEL_LOADS_S without resting
+    half-way: what a model's weights do as they load."""
+    step = shapes.step(series, fmt=gib)
+    return (
+        bool(step.verdict) and rise_time(series, step) <= MODEL_LOADS_S and not rested(series, step)
+    )
+
+
+def rested(series: shapes.Series, step: shapes.Step) -> bool:
+    """Whether the rise rested half-way: readings between a fifth and four fifths of the
+    step for REST_S or more. A load fills without a pause; a ratchet's clicks, each busy
+    spell's remainder, leave a level between them."""
+    before, size = step.before or 0.0, step.size or 0.0
+    middle = [
+        t for t, v in series if v is not None and before + 0.2 * size <= v <= before + 0.8 * size
+    ]
+    return bool(middle) and middle[-1] - middle[0] >= REST_S
+
+
+def card_stayed(
+    f: Facts, name: str, before: tuple[float, float], after: tuple[float, float]
+) -> bool:
+    """The host's line moved between two spans while the card's, read beside it, stayed
+    where it was (its medians within a GiB): a model is loaded to be served from the card,
+    so what moved is the engine's own host memory, not a model."""
+    if name != "memory_used" or not history(f, "accelerator_used"):
+        return False
+    card = window(f).upto(f.series["accelerator_used"])
+    spans = [known([(t, v) for t, v in card if a <= t <= b]) for a, b in (before, after)]
+    if not all(spans):
+        return False
+    return abs(median(spans[1]) - median(spans[0])) < MODEL_MIN_BYTES
+
+
+def engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None:
+    """A leak's last hours need not leave floors: the line climbs without a pause to the
+    kill. The kernel took the engine with no other process holding much and no cache
+    climbing alongside: the engine's own memory, not its conversations."""
+    w = window(f)
+    ended = engine_ran_out(f)
+    # Only the card's line is the engines' alone, and a kill is the host running out.
+    went_down = (
+        is_card(name)
+        and w.failure is not None
+        and w.failure.dated_by.source == "target"
+        and not killed(f)
+    )
+    if ended is None and not went_down:
+        return None
+    series = f.series[name]
+    busier = busier_than_usual(f)
+    spans = [w.incident(series), _before_filled(w, series, pool_size(f, name))]
+    since = _since_level(w, series)
+    if since and since[0][0] < w.start and not busier:
+        # A climb of more hours than the incident window, under the usual load (under more,
+        # it is the load's): a leak under load without a pause, which leaves no floors.
+        spans.append(since)
+    medians = next(filter(None, (_climbed_quarters(known(s), least) for s in spans)), None)
+    if medians is None:
+        return None
+    if ended is None:
+        # Nothing says the card ran out, only that the engine went down: the climb is its
+        # own where the card held level through the day before it and the load did not grow
+        # under it (a leak under steady load has no quiet hours to leave floors in).
+        earlier = known(w.reference(series))
+        total = medians[-1] - medians[0]
+        if not earlier or busier:
+            return None
+        if shapes.quantile(earlier, 0.95) - shapes.quantile(earlier, 0.05) > FLOOR_NOISE * total:
+            return None
+        ended = "the engine went down, after a day held level"
+    cache = [n for n in ("kv_cache", "context_high_water") if history(f, n)]
+    if any(shapes.climb(w.incident(f.series[n])).verdict for n in cache):
+        return None
+    if any(grew for _, _, grew in model_contexts(f)):
+        return None  # Ollama reloading its model with ever longer contexts: the cache
+    return (
+        f"the {label} climbed through the hours before {ended}, with no cache climbing "
+        "alongside and no other process holding much: quarter medians "
+        f"{', '.join(gib(m) for m in medians)}"
+    )
+
+
+def _since_level(w: Window, series: shapes.Series) -> shapes.Series:
+    """The readings since the line last stood at its level of the day (its low, within
+    FLOOR_NOISE of the way up to the failure): a leak under load without a pause climbs
+    from there for as many hours as it takes, past any one incident window."""
+    pts = [(t, v) for t, v in w.upto(series) if v is not None]
+    if not pts:
+        return []
+    low = shapes.quantile([v for _, v in pts], QUIET_FLOOR_QUANTILE)
+    level = low + FLOOR_NOISE * (pts[-1][1] - low)
+    left = max((i for i, (_, v) in enumerate(pts) if v <= level), default=0)
+    return pts[left:]
+
+
+def _climbed_quarters(levels: list[float], least: float) -> list[float] | None:
+    """The quarter medians of readings that rose quarter on quarter without a pause, by
+    `least` in all and not in one jump (a model loaded is a step; a second model's cache
+    filling after it leaves a flat quarter either side); None when they did not. Quarters
+    as even as the readings allow: the archive's half-hourly bundles give six readings in
+    the three hours before, a scrape dozens."""
+    if len(levels) < CLIMB_READINGS:
+        return None
+    cuts = [i * len(levels) // 4 for i in range(5)]
+    medians = [median(levels[a:b]) for a, b in zip(cuts, cuts[1:], strict=False)]
+    rises = [b - a for a, b in zip(medians, medians[1:], strict=False)]
+    total = medians[-1] - medians[0]
+    if min(rises) <= 0.05 * total or total < least or max(rises) > LEAK_ONE_JUMP * total:
+        return None
+    return medians
+
+
+def _before_filled(w: Window, series: shapes.Series, pool: float | None) -> shapes.Series:
+    """Where the line's last readings sat at its pool's ceiling (before the death's
+    release), the INCIDENT_S before it got there; else nothing. A full pool cannot climb
+    further: an allocation that failed after hours at the ceiling had its climb before."""
+    pts = [(t, v) for t, v in w.upto(series) if v is not None]
+    i = released_at(pts, max((v for _, v in pts), default=0.0))  # not readings of the climb
+    full = i
+    while pool and full > 0 and pts[full - 1][1] >= FULL_SHARE * pool:
+        full -= 1
+    if full == i or full == 0:
+        return []
+    filled = pts[full][0]
+    return [(t, v) for t, v in pts if filled - INCIDENT_S <= t <= filled]
+
+
+def released_at(pts: list[tuple[float, float]], high: float) -> int:
+    """Where the final run of readings under RELEASED of `high` begins (len(pts) when the
+    last reading is above it): a death releases its memory, it does not return."""
+    i = len(pts)
+    while i > 0 and pts[i - 1][1] < RELEASED * high:
+        i -= 1
+    return i
+
+
+def rise_time(series: shapes.Series, step: shapes.Step) -> float:
+    """Seconds the series took to go from a tenth of the step above the old level to a
+    tenth below the new one, around the step's time."""
+    began, ended = rise(series, step)
+    return ended - began
+
+
+def rise(series: shapes.Series, step: shapes.Step) -> tuple[float, float]:
+    """When the series left the old level (its last reading within a tenth of the step
+    of it) and reached the new one, around the step's time; the step's time for both
+    where either is not seen."""
+    before, size, at = step.before or 0.0, step.size or 0.0, step.t_change or 0.0
+    pts = [(t, v) for t, v in series if v is not None]
+    low = [t for t, v in pts if t <= at and v <= before + 0.1 * size]
+    high = [t for t, v in pts if t >= at and v >= before + 0.9 * size]
+    if not low or not high:
+        return at, at
+    return low[-1], max(low[-1], high[0])

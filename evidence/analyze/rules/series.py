@@ -1,0 +1,89 @@
+"""Reading a series against the incident window and the day before it: its readings, hour
+by hour, medians and rates, and when the scrape targets' history began."""
+
+from collections.abc import Callable
+
+from evidence.analyze import shapes
+from evidence.analyze.facts import Facts
+from evidence.analyze.failure import history_began
+from evidence.analyze.window import Window
+
+# Reading the incident window against the rest of the day (analyze/window.py).
+HOUR_S = 3600.0
+
+
+def readings(f: Facts, name: str) -> list[float]:
+    return [v for _, v in f.series.get(name, []) if v is not None]
+
+
+def window(f: Facts) -> Window:
+    return f.window or Window(end=f.bundle["started_at"].timestamp(), failure=None, cut=None)
+
+
+def history(f: Facts, name: str) -> bool:
+    """The series reaches far enough before the incident window to compare it with."""
+    return f.has(name) and window(f).has_history(f.series[name])
+
+
+def by_hour(series: shapes.Series) -> dict[int, list[float]]:
+    """The readings of each hour (by its number since the epoch), in time order; hours with
+    fewer than 3 readings are left out."""
+    hours: dict[int, list[float]] = {}
+    for t, v in series:
+        if v is not None:
+            hours.setdefault(int(t // HOUR_S), []).append(v)
+    return {k: vs for k, vs in sorted(hours.items()) if len(vs) >= 3}
+
+
+def hourly(series: shapes.Series, fn: Callable[[list[float]], float]) -> list[float]:
+    """fn of each hour of readings (hours with fewer than 3 readings are skipped)."""
+    return [fn(vs) for vs in by_hour(series).values()]
+
+
+def median(vs: list[float]) -> float:
+    return shapes.quantile(vs, 0.5)
+
+
+def mean(vs: list[float]) -> float:
+    return sum(vs) / len(vs)
+
+
+def at(f: Facts, when: float) -> str:
+    ago = window(f).end - when
+    return (
+        f"{ago / 60:.0f} min before the failure"
+        if window(f).failure
+        else (f"{ago / 60:.0f} min before the capture")
+    )
+
+
+def hourly_increase(series: shapes.Series, end: float) -> dict[int, float]:
+    """A counter's increase in each hour counted back from `end` (0: the hour before it);
+    a reset (a restart) adds nothing for the interval it falls in."""
+    pts = [(t, v) for t, v in series if v is not None and t <= end]
+    out: dict[int, float] = {}
+    for (_, v1), (t2, v2) in zip(pts, pts[1:], strict=False):
+        if v2 >= v1:
+            hour = int((end - t2) // HOUR_S)
+            out[hour] = out.get(hour, 0.0) + v2 - v1
+    return out
+
+
+def targets_began(f: Facts) -> float:
+    return history_began(f.targets, 0.0)
+
+
+def up_through(series: shapes.Series, start: float, end: float) -> bool:
+    """The target read up at every reading from `start` to `end` (and read in that time)."""
+    seen = [v for t, v in series if v is not None and start <= t <= end]
+    return bool(seen) and all(v == 1 for v in seen)
+
+
+def per_second(series: shapes.Series) -> list[tuple[float, float]]:
+    """Per-second rate of a counter between successive readings (a reset gives no rate)."""
+    pts = [(t, v) for t, v in series if v is not None]
+    return [
+        (t2, (v2 - v1) / (t2 - t1))
+        for (t1, v1), (t2, v2) in zip(pts, pts[1:], strict=False)
+        if t2 > t1 and v2 >= v1
+    ]
