@@ -4,7 +4,7 @@ from evidence.analyze.facts import Facts
 from evidence.analyze.rules.series import hourly, mean, median, window
 from evidence.analyze.window import RECENT_S, known
 
-QUEUE_DEEPER = 2.0  # ... or twice as deep
+QUEUE_DEEPER = 2.0  # a queue twice as deep as the busiest hour before's is a new one
 LOAD_OVER_USUAL = 1.25  # requests running this far above the busiest hour is more load
 
 

@@ -63,7 +63,7 @@ from evidence.analyze.window import INCIDENT_S, known
 LEAK_SHARE_HOST = 0.08  # a host's floor drifts a few per cent a day (caches it cannot drop,
 #                         desktop, logs): a leak there takes more of the machine
 LEAK_UNFAILED = 1.25  # with nothing failed yet, a quarter more before it is named
-LEAK_SPLIT_JUMP = 0.9  # ... or, split by the grid over two, 90% of it
+LEAK_SPLIT_JUMP = 0.9  # a jump the grid split over two stretches: 90% of the rise (LEAK_ONE_JUMP)
 LEAK_STRETCH_S = 2 * 3600.0  # floors per two hours: a burst cannot fill one
 DAY_ROUND_S = 20 * 3600.0  # a look-back this long begins at about the same hours the day before
 DAY_ROUND_START_S = 15 * 60.0  # where the look-back begins: its first quarter hour

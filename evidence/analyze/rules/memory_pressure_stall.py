@@ -24,7 +24,7 @@ MAJOR_FAULTS_PAST = 10  # ... and this many times the most of any hour before
 # every box has: a thousand pages faulted back is 4 MiB re-read, one compaction stall is a
 # task that waited for free memory.
 CHURN_MIN = {"refaults": 1000, "refaults_file": 1000, "compact_stalls": 1, "migrations": 1000}
-PSI_HISTORY_FAILED = 0.05  # ... or 5% of it, where a service failed or an alert fired
+PSI_HISTORY_FAILED = 0.05  # PSI_HISTORY_HIGH's 10% is 5% where a service failed or an alert fired
 
 
 @rule("memory-pressure-stall")
