@@ -3065,3 +3065,37 @@ def test_the_same_day_after_the_engine_restarted_below_it_is_a_leak(tmp_path):
     result = verdict(tmp_path, _a_day_round(engine_started_h=20))
     leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
     assert leak["score"] >= 3, scores(result)
+
+
+def _host_ratchet_beside_a_full_card(unified: bool) -> Builder:
+    """A 24 GiB card whose own allocation failed at the end, its line flat at 23 GiB all
+    day; beside it the 32 GiB host's floor climbed 12 -> 20 GiB, a GiB a stretch, through
+    the last sixteen hours. The kernel killed nothing."""
+    n = len(DAY)
+    host = _floors([(0, 12 * GIB)] + [(n - 192 + 24 * k, (13 + k) * GIB) for k in range(8)],
+                   2 * GIB)  # fmt: skip
+    b = _card_ran_out(
+        noisy([23 * GIB] * n, 0.05 * GIB),
+        host_memory_available=plain("node_memory_MemAvailable_bytes", [32 * GIB - u for u in host]),
+        host_memory_total=plain("node_memory_MemTotal_bytes", [32 * GIB] * n),
+    )
+    return b.gpu("NVIDIA GeForce RTX 3090", 24 * GIB, 23 * GIB, [(901, "llama-server", 22 * GIB)],
+                 unified=unified)  # fmt: skip
+
+
+def test_a_host_floor_rising_beside_a_discrete_card_that_ran_out_is_not_its_leak(tmp_path):
+    """Seed 9090's concurrency-overload-97319506232492: vLLM's card ran out (CUDA OOM) behind
+    a queue while the host's floor rose 6.7 GiB over a day. The leak rule read the host's
+    rise and took the card's OOM as its ending, tying the queue. On a discrete card the
+    host is another pool: its rise did not take the card's room."""
+    result = verdict(tmp_path, _host_ratchet_beside_a_full_card(unified=False))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert leak["score"] < 3, scores(result)
+    assert any("a pool of its own" in e for e in leak["evidence_against"]), leak
+
+
+def test_the_same_rise_on_a_unified_box_is_the_leak_the_card_ran_out_of(tmp_path):
+    result = verdict(tmp_path, _host_ratchet_beside_a_full_card(unified=True))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert not any("a pool of its own" in e for e in leak["evidence_against"]), leak
+    assert leak["score"] >= 3, scores(result)

@@ -26,6 +26,7 @@ from evidence.analyze.rules.models import MODEL_MIN_BYTES, MODEL_SHARE, single_m
 from evidence.analyze.rules.pressure import SWAP_FILLED_BYTES
 from evidence.analyze.rules.processes import DESKTOP_APPS, arrival, largest_other
 from evidence.analyze.rules.ran_out import (
+    card_ran_out,
     engine_ran_out,
     killed,
     kills_in_history,
@@ -204,7 +205,8 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             not is_card(name)
             and onset is not None
             and (
-                _outlived_the_engine(f, name, levels[onset], levels[-1])
+                _card_ran_out_alone(f)
+                or _outlived_the_engine(f, name, levels[onset], levels[-1])
                 or (
                     name == "memory_used"
                     and (_held_elsewhere(f, levels) or _a_day_round(f, upto, levels[-1]))
@@ -357,6 +359,20 @@ def _held_elsewhere(f: Facts, levels: list[float]) -> str | None:
         f"the engines hold {gib(held)} at the capture and {other} {gib(most)}, of the "
         f"{gib(rise)} the floor rose and still held: another process's growth, not the "
         "engine's"
+    )
+
+
+def _card_ran_out_alone(f: Facts) -> str | None:
+    """On a discrete card, an allocation failed on the card and the kernel killed nothing:
+    the card ran out, and the host's memory is another pool. A host floor rising beside it
+    did not take the card's room, whatever it rose by."""
+    if not f.gpu_devices or any(d["unified_memory"] for d in f.gpu_devices):
+        return None
+    if not card_ran_out(f) or killed(f):
+        return None
+    return (
+        "what ran out was the card (its allocation failed; the kernel killed nothing), a pool "
+        "of its own on this discrete card: the host's rise beside it is not this failure's"
     )
 
 
