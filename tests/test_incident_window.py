@@ -350,11 +350,13 @@ def test_a_second_model_beside_the_first_with_room_left_on_a_quiet_day_is_no_fau
     assert any("with room to spare" in e for e in snu["evidence_for"]), snu
 
 
-def _stall_beside_a_queue(stall_from: int, queue_from: int, lulls: bool = False) -> Builder:
+def _stall_beside_a_queue(
+    stall_from: int, queue_from: int, lulls: bool = False, usual: float = 0.002
+) -> Builder:
     """vLLM with four slots, the same callers all day; tasks stall on memory (40 % of the
-    time) for the last `stall_from` readings and requests wait for the last `queue_from`
-    (`lulls`: the queue empties at every third reading, the last among them), until the
-    PSI alert fires. Counters as node-exporter and vLLM publish them."""
+    time) for the last `stall_from` readings, `usual` before, and requests wait for the last
+    `queue_from` (`lulls`: the queue empties at every third reading, the last among them),
+    until the PSI alert fires. Counters as node-exporter and vLLM publish them."""
     n = len(DAY)
 
     def counter(rates: list[float]) -> list[float]:
@@ -364,7 +366,7 @@ def _stall_beside_a_queue(stall_from: int, queue_from: int, lulls: bool = False)
             out.append(total)
         return out
 
-    stall = counter([0.002] * (n - stall_from) + [0.4] * stall_from)
+    stall = counter([usual] * (n - stall_from) + [0.4] * stall_from)
     waiting = [0.0] * (n - queue_from) + [30.0] * queue_from
     if lulls:
         waiting = [0.0 if (n - i) % 3 == 1 else w for i, w in enumerate(waiting)]
@@ -558,6 +560,21 @@ def test_a_queue_with_lulls_is_dated_from_when_it_first_held(tmp_path, queue_fro
     overload = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
     behind = any("formed behind the stall" in e for e in overload["evidence_against"])
     assert behind is stall, overload
+
+
+@pytest.mark.parametrize(("usual", "behind"), [(0.38, False), (0.25, True)])
+def test_a_stall_the_box_ran_at_all_day_is_not_what_the_queue_formed_behind(
+    tmp_path, usual, behind
+):
+    """Seed 9090's concurrency-overload-33119033061360: a GB10 at 1 % available stalled 18 %
+    of every hour of the day; a new caller's queue of the last two hours was read as
+    "formed behind the stall" (dated from the history's first reading) and the overload
+    lost to the kill. A stall at the box's usual level slowed nothing tonight; one that
+    deepened past it (leak-ratchet-107921676511074: 12 % -> 18 %) still did."""
+    result = verdict(tmp_path, _stall_beside_a_queue(30, 18, usual=usual))
+    overload = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    said = any("formed behind the stall" in e for e in overload["evidence_against"])
+    assert said is behind, overload
 
 
 def test_a_stall_of_six_hours_is_read_against_the_hours_before_it_began(tmp_path):

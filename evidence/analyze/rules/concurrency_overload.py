@@ -14,7 +14,7 @@ from evidence.analyze.rules.context_length import (
 )
 from evidence.analyze.rules.engine_log import stopped_in_stats, waited_in_log
 from evidence.analyze.rules.judgement import NOTE_IS_EVIDENCE, Judgement, rule
-from evidence.analyze.rules.pressure import PSI_HISTORY_HIGH, stalled
+from evidence.analyze.rules.pressure import PSI_HISTORY_HIGH, stall_shares, stalled
 from evidence.analyze.rules.ran_out import card_ran_out
 from evidence.analyze.rules.series import (
     HOUR_S,
@@ -39,6 +39,7 @@ QUEUE_SHARE_TIMED_OUT = 0.15  # an answer that did not come in time behind this 
 QUEUE_SHARE_UNFAILED = 0.5  # with nothing failed: half the hour, twice the margins
 READINGS_GONE_S = 30 * 60.0  # a history ending this long before the failure missed its end
 STALL_LEADS_S = 900  # a stall this far ahead of the queue is what the queue formed behind
+STALL_DEEPER = 1.25  # a stall this far past its worst hour before is tonight's, not the box's
 QUEUED = 0.5  # requests waiting: a gauge of whole requests, averaged by a scrape's step
 SLOWED_SHARE = 0.8  # serving under this share of a usual busy hour is an engine slowed
 
@@ -123,6 +124,9 @@ def _slowed_by_a_stall(f: Facts) -> str | None:
     serves less to the same callers, and they queue once it has slowed."""
     if not stalled(f):
         return None
+    shares = stall_shares(f)
+    if shares is not None and shares[0] < STALL_DEEPER * shares[1]:
+        return None  # stalled about as much in the hours before: how this box runs
     w = window(f)
     stall = _since(per_second(w.upto(f.series.get("psi_some_seconds", []))), PSI_HISTORY_HIGH)
     queue = _since(w.upto(f.series.get("requests_waiting", [])), QUEUED)
