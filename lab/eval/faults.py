@@ -23,7 +23,7 @@ HOUR = 3600.0
 BUSY_HOURS = {
     "household": frozenset({12, 16, 17, 18, 19, 20, 21, 22}),
     "office": frozenset(range(8, 18)),
-    "nightly-batch": frozenset({1, 2, 3}),
+    "nightly-batch": frozenset({2, 3}),  # the batch begins by 01:30 (traffic.batch)
 }
 
 

@@ -200,11 +200,10 @@ class Traffic:
         length = rng.uniform(1.8, 3.4) * 3600.0
         day0 = math.floor((self.start / 3600.0 + self.dep.tz) / 24.0) * 24.0
         begin = (day0 + local_start - self.dep.tz) * 3600.0
+        # The latest batch to begin: tonight's, running at the end, if it has begun. One
+        # cut short by the capture is still tonight's load (a creep needs its callers).
         if begin < self.start:
             begin += DAY_S
-        if begin + length > self.grid.end:
-            begin -= DAY_S
-        begin = max(begin, self.start)
         stop = min(begin + length, self.grid.end)
         t = begin
         while t < stop:
