@@ -1019,6 +1019,47 @@ def test_preemptions_beside_more_callers_with_prompts_as_long_are_the_load(tmp_p
     assert any("preempted" in e for e in creep["evidence_for"]) and creep["score"] < 3, creep
 
 
+def _batch_tonight(per_answer: float, batch: float, last_hour: float) -> Builder:
+    """llama-server with two slots, a chat's few answers all day at `per_answer` prompt
+    tokens each (one hour a single long prompt at forty), then the look-back's only busy
+    spell: a batch the last three hours, both slots held and three waiting until a check
+    timed out, at `batch` prompt tokens per answer and `last_hour` in its final hour."""
+    n = len(DAY)
+    tonight = [i >= n - 36 for i in range(n)]
+    ratio = [
+        (last_hour if i >= n - 12 else batch) if t else 40.0 if 100 <= i < 112 else per_answer
+        for i, t in enumerate(tonight)
+    ]
+    return base(trigger=("healthcheck", "gateway", "no answer within 60 s")).prometheus(
+        {
+            "host_memory_available": available(healthy_bursts()),
+            "requests_running": [(t, 2.0 if b else 0.0) for t, b in zip(DAY, tonight, strict=True)],
+            "requests_waiting": [(t, 3.0 if b else 0.0) for t, b in zip(DAY, tonight, strict=True)],
+            **_token_counters([2000.0 if b else 20.0 for b in tonight], ratio),
+        }
+    )
+
+
+# (the chat's prompt tokens per answer, the batch's, the batch's last hour, the verdict)
+BATCH_TONIGHT = [
+    # Seed 1212's context-creep-87325300770643: the batch's prompts doubled in its last hour;
+    # against the chat's one long prompt (forty) that was nothing, and it read as overload.
+    pytest.param(6.0, 6.0, 12.0, "context-creep", id="prompts-doubled"),
+    pytest.param(6.0, 6.0, 6.0, "concurrency-overload", id="prompts-as-long"),
+    # Seed 7070's concurrency-overload-252792919617125: a new caller's short prompts (a
+    # ninth of the day's) weighed more in the last hour; that is a new kind of request.
+    pytest.param(30.0, 3.0, 4.0, "concurrency-overload", id="new-caller-shorter"),
+]
+
+
+@pytest.mark.parametrize(("per_answer", "batch", "last_hour", "expected"), BATCH_TONIGHT)
+def test_a_batch_held_once_is_read_against_its_own_busy_hours(
+    tmp_path, per_answer, batch, last_hour, expected
+):
+    result = verdict(tmp_path, _batch_tonight(per_answer, batch, last_hour))
+    assert result["verdict"] == expected, scores(result)
+
+
 def _deep_check_timed_out(generated: list[float]) -> Builder:
     """vLLM's /health answered and the gateway's completion timed out at the capture; the
     engine's own /metrics answered too. `generated`: its generated-token counter."""

@@ -17,6 +17,7 @@ KV_ROOM = 0.5  # a cache never past half full in the hour before had room: no cr
 CACHE_FULL = 0.9  # a KV cache this full admits nobody more, however many slots are free
 CACHE_PER_REQUEST = 0.25  # ... held by so few that each running request had a quarter of it
 PROMPT_MIN_GENERATED = 200  # an hour that generated fewer tokens says nothing of lengths
+BUSY_ALIKE = 0.5  # an hour that generated half as many tokens read its lengths as surely
 SLOW_CREEP_LOOKS_H = (6, 9, 12, 16)  # a creep's climb may have begun this long before
 CREEP_OVER_USUAL = 1.25  # cache per request 25% above the highest hourly level earlier
 
@@ -151,4 +152,19 @@ def prompt_lengths(f: Facts) -> tuple[bool | None, str] | None:
                 f"{end}, and at least {min(since):.1f} in every busy hour of the last "
                 f"{onset + 1} h, against at most {max(earlier):.1f} in any hour before"
             )
+    # An hour of a few answers gives its ratio by chance (one long prompt), and a busy spell
+    # the look-back holds once (tonight's batch) has no usual hours of its own: the hours
+    # before the latest that answered at least half as much are its fair before. Prompts
+    # shorter than the day's run together (all its prompts over all its answers) are a new
+    # caller's kind of request, not longer conversations.
+    alike = [r for h, r in ratio.items() if h > latest and gen[h] >= BUSY_ALIKE * gen[latest]]
+    day = sum(prompt.get(h, 0.0) for h in gen if h >= inside) / max(
+        sum(g for h, g in gen.items() if h >= inside), 1.0
+    )
+    if alike and now > CREEP_OVER_USUAL * max(alike) and now > day:
+        return True, (
+            f"{now:.1f} prompt tokens per generated token in the latest busy hour before "
+            f"{end}, against at most {max(alike):.1f} in the hours before it that generated "
+            f"at least {BUSY_ALIKE:.0%} as many tokens"
+        )
     return False, said
