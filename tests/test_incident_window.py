@@ -2482,6 +2482,37 @@ def test_a_floor_that_rose_all_day_before_the_context_grew_is_the_leak(tmp_path)
     assert result["verdict"] == "leak-ratchet", scores(result)
 
 
+def _floor_rose_beside_the_cache(fullest: float) -> Builder:
+    """The card's floor flat at 12 GiB until the last three hours, then 15, 18 and 21 GiB
+    to the engine's allocation failure; its KV cache at 2 % all day, rising in those hours
+    to `fullest`."""
+    n = len(DAY)
+    floors = [(0, 12 * GIB), (n - 36, 15 * GIB), (n - 24, 18 * GIB), (n - 12, 21 * GIB)]
+    cache = [0.02 + (fullest - 0.02) * max(0, i - (n - 36)) / 36 for i in range(n)]
+    return _card_ran_out(
+        _floors(floors, 2 * GIB, 0.02 * GIB),
+        kv_cache_usage=plain("llamacpp:kv_cache_usage_ratio", cache),
+    )
+
+
+# Seed 1212's leak-ratchet-192677306199721: vLLM's memory leaked to its cgroup's limit while
+# its cache rose from nothing to a quarter full; the leak was put down to the cache, and
+# the engine's own limit read as the machine running out.
+CACHE_BESIDE_THE_FLOOR = [
+    pytest.param(0.25, "leak-ratchet", id="cache-with-room"),
+    pytest.param(0.95, "context-creep", id="cache-filled"),
+]
+
+
+@pytest.mark.parametrize(("fullest", "expected"), CACHE_BESIDE_THE_FLOOR)
+def test_a_cache_with_room_to_spare_took_none_of_the_floors_rise(tmp_path, fullest, expected):
+    result = verdict(tmp_path, _floor_rose_beside_the_cache(fullest))
+    assert result["verdict"] == expected, scores(result)
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    blamed = any("tracks the kv cache" in e for e in leak["evidence_against"])
+    assert blamed == (expected == "context-creep"), leak
+
+
 def _warmed_up_then(
     per_answer_late: float, cache_read: bool = False, climbing: bool = False
 ) -> Builder:

@@ -10,6 +10,7 @@ from evidence.analyze.rules.context_length import (
     STATS_UNFAILED,
     against_usual,
     cache_bound,
+    cache_had_room,
     log_prompts,
     model_contexts,
     prompt_lengths,
@@ -197,13 +198,8 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
                 words,
             )
         )
-        level = known(w.last(series, RECENT_S))
-        fullest = shapes.quantile(level, 0.9) if level else None
-        if name == "kv_cache" and fullest is not None and fullest < KV_ROOM:
-            j.evidence_against.append(
-                f"the KV cache was at most {fullest:.0%} full in the hour before (90th "
-                "percentile): room to spare"
-            )
+        if name == "kv_cache" and (room := cache_had_room(f)):
+            j.evidence_against.append(f"{room}: room to spare")
             continue
         against = against_usual(w, measure)
         if against is None:

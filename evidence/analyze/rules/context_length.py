@@ -84,6 +84,18 @@ def model_contexts(f: Facts) -> list[tuple[str, str, bool]]:
     return out
 
 
+def cache_had_room(f: Facts) -> str | None:
+    """The KV cache at most under KV_ROOM full in the hour before (its 90th percentile), in
+    words: a cache with room to spare took nothing more, whatever its rise. None where it
+    was fuller or is not read."""
+    w = window(f)
+    level = known(w.last(w.upto(f.series.get("kv_cache", [])), RECENT_S))
+    fullest = shapes.quantile(level, 0.9) if level else None
+    if fullest is None or fullest >= KV_ROOM:
+        return None
+    return f"the KV cache was at most {fullest:.0%} full in the hour before (90th percentile)"
+
+
 def against_usual(w: Window, series: shapes.Series) -> tuple[float, float] | None:
     """The median of the hour before the failure, and the highest hourly median before the
     incident window; None without readings of both."""

@@ -7,6 +7,7 @@ from evidence.analyze.facts import Facts, card_line
 from evidence.analyze.failure import came_up, is_engine, is_gateway, is_service, up_since, victim
 from evidence.analyze.rules.context_length import (
     against_usual,
+    cache_had_room,
     model_contexts,
     prompt_lengths,
     rose_past,
@@ -244,14 +245,18 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             # (a jump past anything earlier still is).
             lengths = prompt_lengths(f)
             natural = lengths is not None and lengths[0] is False
+            # A cache with room to spare in the hour before took nothing more, however it rose.
             tracked = [
                 n
                 for n in cache
-                if (
-                    shapes.climb(w.upto(f.series[n])).verdict
-                    and not (n == "context_high_water" and natural)
+                if not (n == "kv_cache" and cache_had_room(f))
+                and (
+                    (
+                        shapes.climb(w.upto(f.series[n])).verdict
+                        and not (n == "context_high_water" and natural)
+                    )
+                    or (late and (now := against_usual(w, f.series[n])) and rose_past(*now))
                 )
-                or (late and (now := against_usual(w, f.series[n])) and rose_past(*now))
             ]
             reloaded = [said for _, said, grew in model_contexts(f) if grew]
             # Without a context reading, llama-server's card climbing past the whole day in
