@@ -1060,6 +1060,33 @@ def test_a_batch_held_once_is_read_against_its_own_busy_hours(
     assert result["verdict"] == expected, scores(result)
 
 
+def _swinging_chat(swing: float) -> Builder:
+    """llama-server answering all day at 6 prompt tokens per answer, give or take `swing`
+    hour by hour, three times busier the last three hours at 5.5 and then 7.5 in the last
+    one (past 1.25 times its busy hours before); then a check timed out."""
+    hour = [(len(DAY) - 1 - i) // 12 for i in range(len(DAY))]
+    ratio = [7.5 if h == 0 else 5.5 if h < 3 else 6.0 + swing * (-1) ** h for h in hour]
+    return base(trigger=("healthcheck", "gateway", "no answer within 60 s")).prometheus(
+        {
+            "host_memory_available": available(healthy_bursts()),
+            "requests_running": [(t, 1.0) for t in DAY],
+            "requests_waiting": [(t, 0.0) for t in DAY],
+            **_token_counters([300.0 if h < 3 else 100.0 for h in hour], ratio),
+        }
+    )
+
+
+@pytest.mark.parametrize(("swing", "creep"), [(0.5, True), (3.0, False)])
+def test_prompts_that_stray_no_further_than_the_days_hours_did_are_chance(tmp_path, swing, creep):
+    # Blind round 5's r5ps1: a stall's last hour at 5.9 prompt tokens per answer against
+    # 4.0 and 4.5 in its busy hours before, on a day whose hours ran from 1.2 to 18.
+    result = verdict(tmp_path, _swinging_chat(swing))
+    assert (result["verdict"] == "context-creep") is creep, scores(result)
+    if not creep:
+        candidate = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+        assert any("did not grow" in e for e in candidate["evidence_against"]), candidate
+
+
 def _deep_check_timed_out(generated: list[float]) -> Builder:
     """vLLM's /health answered and the gateway's completion timed out at the capture; the
     engine's own /metrics answered too. `generated`: its generated-token counter."""

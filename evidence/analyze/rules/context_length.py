@@ -20,6 +20,7 @@ PROMPT_MIN_GENERATED = 200  # an hour that generated fewer tokens says nothing o
 BUSY_ALIKE = 0.5  # an hour that generated half as many tokens read its lengths as surely
 SLOW_CREEP_LOOKS_H = (6, 9, 12, 16)  # a creep's climb may have begun this long before
 CREEP_OVER_USUAL = 1.25  # cache per request 25% above the highest hourly level earlier
+BEYOND_CHANCE = 3.0  # an hour's prompts per answer this many scatters past the day's
 
 
 def cache_bound(f: Facts) -> str | None:
@@ -108,6 +109,22 @@ def rose_past(now: float, before: float) -> bool:
     return now > before * CREEP_OVER_USUAL and now - before > 1e-9
 
 
+def past_chance(
+    ratio: dict[int, float], prompt: dict[int, float], gen: dict[int, float], latest: int
+) -> bool:
+    """The latest busy hour's prompts per answer above the day's (all the earlier hours'
+    prompts over all their answers) by more than chance gives: an hour's ratio strays from
+    the day's as one over the root of what it generated, by a scatter the earlier hours
+    show (the median of their squared strays, each weighted by what it generated)."""
+    earlier = [h for h in ratio if h >= INCIDENT_S // HOUR_S]
+    answered = sum(gen[h] for h in earlier)
+    if not answered:
+        return False
+    day = sum(prompt[h] for h in earlier) / answered
+    scatter = median([(ratio[h] - day) ** 2 * gen[h] for h in earlier]) ** 0.5
+    return ratio[latest] > day + BEYOND_CHANCE * scatter / gen[latest] ** 0.5
+
+
 def prompt_lengths(f: Facts) -> tuple[bool | None, str] | None:
     """Prompt tokens per generated token, hour by hour: a conversation that grows resends a
     longer history for answers of the same size, while more callers add prompts and
@@ -167,13 +184,10 @@ def prompt_lengths(f: Facts) -> tuple[bool | None, str] | None:
     # An hour of a few answers gives its ratio by chance (one long prompt), and a busy spell
     # the look-back holds once (tonight's batch) has no usual hours of its own: the hours
     # before the latest that answered at least half as much are its fair before. Prompts
-    # shorter than the day's run together (all its prompts over all its answers) are a new
-    # caller's kind of request, not longer conversations.
+    # shorter than the day's run together are a new caller's kind of request, and prompts
+    # longer by no more than the hours' own scatter are chance, not longer conversations.
     alike = [r for h, r in ratio.items() if h > latest and gen[h] >= BUSY_ALIKE * gen[latest]]
-    day = sum(prompt.get(h, 0.0) for h in gen if h >= inside) / max(
-        sum(g for h, g in gen.items() if h >= inside), 1.0
-    )
-    if alike and now > CREEP_OVER_USUAL * max(alike) and now > day:
+    if alike and now > CREEP_OVER_USUAL * max(alike) and past_chance(ratio, prompt, gen, latest):
         return True, (
             f"{now:.1f} prompt tokens per generated token in the latest busy hour before "
             f"{end}, against at most {max(alike):.1f} in the hours before it that generated "
