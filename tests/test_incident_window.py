@@ -1834,6 +1834,29 @@ def _killed_after(used: list[float], kill: str = VLLM_KILL, **series: list[dict]
     return b.kernel([kill], ago_s=3 * 60)
 
 
+def _killed_by_its_own_limit(up_from: int) -> Builder:
+    """A box near full all day (its page cache and a VM: 118 of 120 GiB in use), vLLM's
+    engine up from reading `up_from` of the day and killed inside its container's memory
+    limit three minutes before the failed check: its growth hides in the box's lines."""
+    n = len(DAY)
+    used = noisy([TOTAL - 1.5 * GIB] * n, 0.2 * GIB)
+    up = [None if i < up_from else 1.0 for i in range(n - 1)] + [0.0]
+    kill = "Memory cgroup out of memory: " + VLLM_KILL.split(": ", 1)[1]
+    node = seen("node", 9100, [1.0] * n)
+    return _killed_after(used, kill, targets_up=[node, seen("vllm", 8000, up)])
+
+
+@pytest.mark.parametrize(("up_from", "leak"), [(0, True), (len(DAY) - 4, False)])
+def test_an_engine_its_own_limit_killed_hours_after_it_loaded_outgrew_it(tmp_path, up_from, leak):
+    # Seed 6060's leak-ratchet-247176998316982, read as host-exhaustion: the kill, inside the
+    # engine's own limit, is no machine running out; a full box hides the growth. Killed
+    # twenty minutes after it came up, it died loading: nothing grew.
+    result = verdict(tmp_path, _killed_by_its_own_limit(up_from))
+    assert (result["verdict"] == "leak-ratchet") is leak, scores(result)
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    assert any("own cgroup limit" in e for e in host["evidence_against"]), host
+
+
 def _ratchet_beside_a_high_water(grew: bool) -> Builder:
     """llama-server's host floor ratcheting up 30 GiB through the day to the kill, its
     context high-water climbing all day as a high-water does, and the prompts, read from

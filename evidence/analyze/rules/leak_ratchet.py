@@ -83,6 +83,8 @@ def leak_ratchet(f: Facts) -> Judgement:
         j.add(4, staircase)
     _leak_in_memory(f, j)
     _leak_per_process(f, j, named=j.score > 0)
+    if j.score <= 0 and (outgrew := _outgrew_its_limit(f)):
+        j.add(3, outgrew)
     return j
 
 
@@ -576,6 +578,31 @@ def _engine_limit(f: Facts) -> float | None:
             if named and is_engine(named[0]) and named[1]:
                 return float(named[1])
     return None
+
+
+def _outgrew_its_limit(f: Facts) -> str | None:
+    """The engine killed by its own memory limit (its unit's MemoryMax=, its container's)
+    hours after it loaded: nothing outside its group took its room and it fitted once
+    loaded, so what it holds grew to the limit. A box full all day hides that growth from
+    its memory lines, and a growth that came in one busy spell leaves a step, not floors."""
+    size = _engine_limit(f)
+    if size is None:
+        return None
+    # A target first scraped after the host's history began was started then.
+    memory = memory_series(f)
+    history_start = f.series[memory[0]][0][0] if memory and f.series[memory[0]] else math.inf
+    end, began = window(f).end, min(targets_began(f), history_start)
+    if any(
+        t > end - LOAD_TAKES_S
+        for target, series in f.targets.items()
+        if is_service(target)
+        for t in came_up(series, began)
+    ):
+        return None  # it died loading: the limit is too small for the model, nothing grew
+    return (
+        f"the engine's own memory limit killed it at {gib(size)} resident, nothing outside "
+        "its group taking its room: what it holds grew to the limit"
+    )
 
 
 def _leaked_into(f: Facts) -> list[tuple[str, str]]:
