@@ -1087,6 +1087,56 @@ def test_prompts_that_stray_no_further_than_the_days_hours_did_are_chance(tmp_pa
         assert any("did not grow" in e for e in candidate["evidence_against"]), candidate
 
 
+def _agents_day(last_hour: float, cache: float | None = None, busy_every: int = 1) -> Builder:
+    """Agents at 45 prompt tokens per answer all day, give or take 3 hour by hour, and one
+    hour of few answers at 62 (the day's highest), then conversations growing through the
+    incident window: 60 in its first two hours, `last_hour` in the last; a check timed out.
+    `cache`: the KV cache's use while a request runs, where the engine reports it; one
+    runs at every `busy_every`-th reading, the cache empty between."""
+    hour = [(len(DAY) - 1 - i) // 12 for i in range(len(DAY))]
+    ratio = [
+        last_hour if h == 0 else 60.0 if h < 3 else 62.0 if h == 9 else 45.0 + 3 * (-1) ** h
+        for h in hour
+    ]
+    return base(trigger=("healthcheck", "gateway", "no answer within 60 s")).prometheus(
+        {
+            "host_memory_available": available(healthy_bursts()),
+            "requests_running": [(t, float(i % busy_every == 0)) for i, t in enumerate(DAY)],
+            "requests_waiting": [(t, 0.0) for t in DAY],
+            **_token_counters([20.0 if h == 9 else 100.0 for h in hour], ratio),
+            **(
+                {"kv_cache_usage": [(t, cache * (i % busy_every == 0)) for i, t in enumerate(DAY)]}
+                if cache is not None
+                else {}
+            ),
+        }
+    )
+
+
+AGENTS_DAY = [
+    # Seed 1313's context-creep-205326952480912, read as accelerator-oom: 77.6 prompt
+    # tokens per answer in the last hour against 62.7 in an hour of a third the answers,
+    # 43.7 for the day run together.
+    pytest.param(70.0, None, 1, True, id="half-as-long-again"),
+    pytest.param(64.0, None, 1, False, id="less"),
+    pytest.param(70.0, 0.95, 1, True, id="with-the-cache-full"),
+    # Seed 7070's leak-ratchet-22404895675424: the prompts grew while the cache stood at
+    # 15%; the leak's floor rose all day beside them.
+    pytest.param(70.0, 0.15, 1, False, id="with-room-in-the-cache"),
+    # Seed 1313's context-creep-165655887033098: a household's engine idle most of each
+    # hour, its cache empty then and full while it worked (32 requests preempted).
+    pytest.param(70.0, 0.95, 10, True, id="full-while-it-worked"),
+]
+
+
+@pytest.mark.parametrize(("last_hour", "cache", "busy_every", "creep"), AGENTS_DAY)
+def test_prompts_half_as_long_again_as_the_days_run_together_grew(
+    tmp_path, last_hour, cache, busy_every, creep
+):
+    result = verdict(tmp_path, _agents_day(last_hour, cache, busy_every))
+    assert (result["verdict"] == "context-creep") is creep, scores(result)
+
+
 def _deep_check_timed_out(generated: list[float]) -> Builder:
     """vLLM's /health answered and the gateway's completion timed out at the capture; the
     engine's own /metrics answered too. `generated`: its generated-token counter."""

@@ -293,6 +293,9 @@ def _prompts_grew(f: Facts, j: Judgement) -> bool | None:
     grew, said = lengths
     if grew is None:
         j.missing.append(said)
+    elif grew and (room := cache_had_room(f, working=True)):
+        # Longer prompts that a cache with room held: what failed did not run out for them.
+        j.add(1, f"the prompts grew longer for answers of the same size ({said}), though {room}")
     elif grew:
         words = f"the prompts grew longer for answers of the same size: {said}"
         j.add(3 if window(f).failure else 1, words)

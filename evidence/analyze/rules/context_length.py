@@ -21,6 +21,7 @@ BUSY_ALIKE = 0.5  # an hour that generated half as many tokens read its lengths 
 SLOW_CREEP_LOOKS_H = (6, 9, 12, 16)  # a creep's climb may have begun this long before
 CREEP_OVER_USUAL = 1.25  # cache per request 25% above the highest hourly level earlier
 BEYOND_CHANCE = 3.0  # an hour's prompts per answer this many scatters past the day's
+POOLED_OVER = 1.5  # ... and half as long again as the day's run together
 
 
 def cache_bound(f: Facts) -> str | None:
@@ -85,16 +86,22 @@ def model_contexts(f: Facts) -> list[tuple[str, str, bool]]:
     return out
 
 
-def cache_had_room(f: Facts) -> str | None:
+def cache_had_room(f: Facts, working: bool = False) -> str | None:
     """The KV cache at most under KV_ROOM full in the hour before (its 90th percentile), in
-    words: a cache with room to spare took nothing more, whatever its rise. None where it
-    was fuller or is not read."""
+    words: a cache with room to spare took nothing more, whatever its rise. `working`: read
+    only while requests ran, where the load is read (an engine idle most of the hour reads
+    empty between the minutes its cache filled). None where it was fuller or is not read."""
     w = window(f)
-    level = known(w.last(w.upto(f.series.get("kv_cache", [])), RECENT_S))
+    cache = w.last(w.upto(f.series.get("kv_cache", [])), RECENT_S)
+    busy = {t for t, v in f.series.get("requests_running", []) if v} if working else set()
+    level = known([(t, v) for t, v in cache if t in busy] if busy else cache)
     fullest = shapes.quantile(level, 0.9) if level else None
     if fullest is None or fullest >= KV_ROOM:
         return None
-    return f"the KV cache was at most {fullest:.0%} full in the hour before (90th percentile)"
+    return (
+        f"the KV cache was at most {fullest:.0%} full in the hour before (90th percentile"
+        f"{' while requests ran' if busy else ''})"
+    )
 
 
 def against_usual(w: Window, series: shapes.Series) -> tuple[float, float] | None:
@@ -109,20 +116,17 @@ def rose_past(now: float, before: float) -> bool:
     return now > before * CREEP_OVER_USUAL and now - before > 1e-9
 
 
-def past_chance(
-    ratio: dict[int, float], prompt: dict[int, float], gen: dict[int, float], latest: int
-) -> bool:
-    """The latest busy hour's prompts per answer above the day's (all the earlier hours'
-    prompts over all their answers) by more than chance gives: an hour's ratio strays from
-    the day's as one over the root of what it generated, by a scatter the earlier hours
-    show (the median of their squared strays, each weighted by what it generated)."""
+def day_ratio(
+    ratio: dict[int, float], prompt: dict[int, float], gen: dict[int, float]
+) -> tuple[float, float]:
+    """The prompts per answer of the hours before the incident window run together (all
+    their prompts over all their answers), and by how much one hour strays from that by
+    chance: as one over the root of what it generated, times a scatter the hours show (the
+    root of the median of their squared strays, each weighted by what it generated)."""
     earlier = [h for h in ratio if h >= INCIDENT_S // HOUR_S]
-    answered = sum(gen[h] for h in earlier)
-    if not answered:
-        return False
-    day = sum(prompt[h] for h in earlier) / answered
+    day = sum(prompt[h] for h in earlier) / max(sum(gen[h] for h in earlier), 1.0)
     scatter = median([(ratio[h] - day) ** 2 * gen[h] for h in earlier]) ** 0.5
-    return ratio[latest] > day + BEYOND_CHANCE * scatter / gen[latest] ** 0.5
+    return day, scatter
 
 
 def prompt_lengths(f: Facts) -> tuple[bool | None, str] | None:
@@ -186,11 +190,24 @@ def prompt_lengths(f: Facts) -> tuple[bool | None, str] | None:
     # before the latest that answered at least half as much are its fair before. Prompts
     # shorter than the day's run together are a new caller's kind of request, and prompts
     # longer by no more than the hours' own scatter are chance, not longer conversations.
+    day, scatter = day_ratio(ratio, prompt, gen)
+    chance = day + BEYOND_CHANCE * scatter / gen[latest] ** 0.5
     alike = [r for h, r in ratio.items() if h > latest and gen[h] >= BUSY_ALIKE * gen[latest]]
-    if alike and now > CREEP_OVER_USUAL * max(alike) and past_chance(ratio, prompt, gen, latest):
+    if alike and now > CREEP_OVER_USUAL * max(alike) and now > chance:
         return True, (
             f"{now:.1f} prompt tokens per generated token in the latest busy hour before "
             f"{end}, against at most {max(alike):.1f} in the hours before it that generated "
             f"at least {BUSY_ALIKE:.0%} as many tokens"
+        )
+    # The day's highest hour may be one of few answers, its ratio high by chance: against
+    # the day run together, half as long again past chance, and above every hour before the
+    # incident window that answered as surely, the prompts grew.
+    sure = [r for h, r in ratio.items() if h >= inside and gen[h] >= BUSY_ALIKE * gen[latest]]
+    if sure and now > max(sure) and now > max(POOLED_OVER * day, chance):
+        return True, (
+            f"{now:.1f} prompt tokens per generated token in the latest busy hour before "
+            f"{end}, {now / day:.1f} times the {day:.1f} of the day before the incident window "
+            f"run together, and above every hour of it that generated at least "
+            f"{BUSY_ALIKE:.0%} as many tokens (at most {max(sure):.1f})"
         )
     return False, said
