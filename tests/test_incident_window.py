@@ -239,7 +239,7 @@ def test_more_sequences_each_as_long_with_nothing_failed_is_no_creep(tmp_path):
     result = verdict(tmp_path, _batch_sharing_the_cache(("manual", None)))
     assert result["verdict"] == "no-fault", scores(result)
     creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
-    assert any("more of them, each as long" in e for e in creep["evidence_for"]), creep
+    assert any("more requests ran, each as long" in e for e in creep["evidence_for"]), creep
 
 
 def test_a_second_engine_started_beside_the_first_then_the_kill_is_a_model_kept(tmp_path):
@@ -1848,7 +1848,7 @@ def test_a_high_water_raised_by_more_callers_is_not_a_creep(tmp_path):
     assert result["verdict"] == "concurrency-overload", scores(result)
     creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
     assert creep["score"] < 3, creep
-    assert any("more of them, each as long" in e for e in creep["evidence_for"]), creep
+    assert any("more requests ran, each as long" in e for e in creep["evidence_for"]), creep
 
 
 def test_a_stall_beside_a_service_that_failed_outright_yields_to_what_filled_memory(tmp_path):
@@ -1907,18 +1907,20 @@ def test_an_engine_its_own_limit_killed_hours_after_it_loaded_outgrew_it(tmp_pat
     assert any("own cgroup limit" in e for e in host["evidence_against"]), host
 
 
-def _ratchet_beside_a_high_water(grew: bool) -> Builder:
+def _ratchet_beside_a_high_water(grew: bool, jumped: bool = False) -> Builder:
     """llama-server's host floor ratcheting up 30 GiB through the day to the kill, its
-    context high-water climbing all day as a high-water does, and the prompts, read from
-    its counters, ten tokens per answer token all day (or, `grew`, ever longer)."""
+    context high-water climbing all day as a high-water does (or, `jumped`, level at 9900
+    until one request of 12840 tokens in the last hour), and the prompts, read from its
+    counters, ten tokens per answer token all day (or, `grew`, ever longer)."""
     n = len(DAY)
     used = _floors([(k * 24, 40 * GIB + k * 2.5 * GIB) for k in range(12)], 6 * GIB)
     ratio = [10.0 + (30.0 * i / n if grew else 0.0) for i in range(n)]
     counters = _token_counters([50.0 * 300] * n, ratio)
     generated, prompt = ([v for _, v in counters[k]] for k in ("tokens_generated", "tokens_prompt"))
+    mark = [(12840.0 if i >= n - 12 else 9900.0) if jumped else 2000.0 + 20 * i for i in range(n)]
     return _killed_after(
         used,
-        context_high_water=plain("llamacpp:n_tokens_max", [2000.0 + 20 * i for i in range(n)]),
+        context_high_water=plain("llamacpp:n_tokens_max", mark),
         tokens_generated=plain("llamacpp:tokens_predicted_total", generated),
         tokens_prompt=plain("llamacpp:prompt_tokens_total", prompt),
     )
@@ -1929,6 +1931,15 @@ def test_a_high_water_climbing_by_nature_beside_prompts_of_one_length_is_no_cree
     the rise 'tracked' a high-water that climbs whatever the conversations do."""
     result = verdict(tmp_path, _ratchet_beside_a_high_water(grew=False))
     assert result["verdict"] == "leak-ratchet", scores(result)
+
+
+def test_a_high_water_one_long_request_moved_beside_prompts_of_one_length_is_no_creep(tmp_path):
+    # Seed 1212's leak-ratchet-58298506429648, read as context-creep: the high-water 12840
+    # in the last hour against 9926 all day, the prompts per answer at 26 against 32.
+    result = verdict(tmp_path, _ratchet_beside_a_high_water(grew=False, jumped=True))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+    creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+    assert any("one long request moves it" in e for e in creep["evidence_for"]), creep
 
 
 def test_an_engine_climbing_without_a_pause_to_its_kill_is_a_fast_leak(tmp_path):

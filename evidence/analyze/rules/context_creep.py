@@ -215,16 +215,18 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
         steady = shapes.climb(measure)
         grew = _high_water_grew(w, series) if name == "context_high_water" else None
         rose = rose_past(now, before)
-        if rose and busier and prompts is False and (name == "context_high_water" or not w.failure):
-            # A high-water is the longest of the requests seen: more of them reach further
-            # though each is as long as before (the prompts, read directly, did not grow).
-            # With nothing failed the cache per request reads the same way: a batch's
-            # sequences share the cache otherwise than a chat's, each prompt as long.
+        high_water = name == "context_high_water"
+        if rose and prompts is False and (high_water or (busier and not w.failure)):
+            # A high-water is the longest of the requests seen: one long request, or more of
+            # them reaching further, moves it though each is as long as before (the
+            # prompts, read directly, did not grow). With nothing failed the cache per
+            # request reads the same way beside more load: a batch's sequences share the
+            # cache otherwise than a chat's, each prompt as long.
+            why = "more requests ran, each as long" if busier else "one long request moves it"
             j.add(
-                1,
-                f"{label} rose past its usual range ({said}), though the prompts kept "
-                "their length and more requests ran: more of them, each as long",
-            )
+                1, f"{label} rose past its usual range ({said}), though the prompts kept their "
+                f"length: {why}"
+            )  # fmt: skip
         elif rose:
             j.add(_unless_healthy(w, name), f"{label} rose past its usual range: {said}")
             if climb.verdict:

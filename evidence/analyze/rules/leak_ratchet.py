@@ -242,21 +242,19 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             # incident window (a floor that rose all day did not wait for the cache).
             earlier = [v for t, v in floors[onset:] if t < w.start]
             late = not earlier or levels[-1] - earlier[-1] >= (levels[-1] - levels[onset]) / 2
-            # A high-water only rises: where the prompts, read directly, kept their length,
-            # its slow climb through the day is its nature, not the conversations growing
-            # (a jump past anything earlier still is).
+            # A high-water only rises, and one long request moves it: where the prompts, read
+            # directly, kept their length, neither its climb through the day nor a jump is the
+            # conversations growing. A cache with room to spare in the hour before took
+            # nothing more, however it rose.
             lengths = prompt_lengths(f)
             natural = lengths is not None and lengths[0] is False
-            # A cache with room to spare in the hour before took nothing more, however it rose.
             tracked = [
                 n
                 for n in cache
                 if not (n == "kv_cache" and cache_had_room(f))
+                and not (n == "context_high_water" and natural)
                 and (
-                    (
-                        shapes.climb(w.upto(f.series[n])).verdict
-                        and not (n == "context_high_water" and natural)
-                    )
+                    shapes.climb(w.upto(f.series[n])).verdict
                     or (late and (now := against_usual(w, f.series[n])) and rose_past(*now))
                 )
             ]
