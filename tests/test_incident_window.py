@@ -1087,12 +1087,15 @@ def test_prompts_that_stray_no_further_than_the_days_hours_did_are_chance(tmp_pa
         assert any("did not grow" in e for e in candidate["evidence_against"]), candidate
 
 
-def _agents_day(last_hour: float, cache: float | None = None, busy_every: int = 1) -> Builder:
+def _agents_day(
+    last_hour: float, cache: float | None = None, busy_every: int = 1, running: float = 1.0
+) -> Builder:
     """Agents at 45 prompt tokens per answer all day, give or take 3 hour by hour, and one
     hour of few answers at 62 (the day's highest), then conversations growing through the
     incident window: 60 in its first two hours, `last_hour` in the last; a check timed out.
     `cache`: the KV cache's use while a request runs, where the engine reports it; one
-    runs at every `busy_every`-th reading, the cache empty between."""
+    runs at every `busy_every`-th reading, the cache empty between; `running` of them at
+    once in the last hour."""
     hour = [(len(DAY) - 1 - i) // 12 for i in range(len(DAY))]
     ratio = [
         last_hour if h == 0 else 60.0 if h < 3 else 62.0 if h == 9 else 45.0 + 3 * (-1) ** h
@@ -1101,7 +1104,10 @@ def _agents_day(last_hour: float, cache: float | None = None, busy_every: int = 
     return base(trigger=("healthcheck", "gateway", "no answer within 60 s")).prometheus(
         {
             "host_memory_available": available(healthy_bursts()),
-            "requests_running": [(t, float(i % busy_every == 0)) for i, t in enumerate(DAY)],
+            "requests_running": [
+                (t, (running if h == 0 else 1.0) * (i % busy_every == 0))
+                for i, (t, h) in enumerate(zip(DAY, hour, strict=True))
+            ],
             "requests_waiting": [(t, 0.0) for t in DAY],
             **_token_counters([20.0 if h == 9 else 100.0 for h in hour], ratio),
             **(
@@ -1117,23 +1123,26 @@ AGENTS_DAY = [
     # Seed 1313's context-creep-205326952480912, read as accelerator-oom: 77.6 prompt
     # tokens per answer in the last hour against 62.7 in an hour of a third the answers,
     # 43.7 for the day run together.
-    pytest.param(70.0, None, 1, True, id="half-as-long-again"),
-    pytest.param(64.0, None, 1, False, id="less"),
-    pytest.param(70.0, 0.95, 1, True, id="with-the-cache-full"),
+    pytest.param(70.0, None, 1, True, 1.0, id="half-as-long-again"),
+    pytest.param(64.0, None, 1, False, 1.0, id="less"),
+    pytest.param(70.0, 0.95, 1, True, 1.0, id="with-the-cache-full"),
     # Seed 7070's leak-ratchet-22404895675424: the prompts grew while the cache stood at
     # 15%; the leak's floor rose all day beside them.
-    pytest.param(70.0, 0.15, 1, False, id="with-room-in-the-cache"),
+    pytest.param(70.0, 0.15, 1, False, 1.0, id="with-room-in-the-cache"),
     # Seed 1313's context-creep-165655887033098: a household's engine idle most of each
     # hour, its cache empty then and full while it worked (32 requests preempted).
-    pytest.param(70.0, 0.95, 10, True, id="full-while-it-worked"),
+    pytest.param(70.0, 0.95, 10, True, 1.0, id="full-while-it-worked"),
+    # Blind round 4's r4co4: a new caller's longer requests queued three at a time where
+    # one had run; the day's mix changed, not the conversations.
+    pytest.param(70.0, None, 1, False, 3.0, id="with-more-callers"),
 ]
 
 
-@pytest.mark.parametrize(("last_hour", "cache", "busy_every", "creep"), AGENTS_DAY)
+@pytest.mark.parametrize(("last_hour", "cache", "busy_every", "creep", "running"), AGENTS_DAY)
 def test_prompts_half_as_long_again_as_the_days_run_together_grew(
-    tmp_path, last_hour, cache, busy_every, creep
+    tmp_path, last_hour, cache, busy_every, creep, running
 ):
-    result = verdict(tmp_path, _agents_day(last_hour, cache, busy_every))
+    result = verdict(tmp_path, _agents_day(last_hour, cache, busy_every, running))
     assert (result["verdict"] == "context-creep") is creep, scores(result)
 
 

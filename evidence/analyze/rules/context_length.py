@@ -5,6 +5,7 @@ from itertools import groupby
 
 from evidence.analyze import shapes
 from evidence.analyze.facts import Facts
+from evidence.analyze.rules.callers import busier_than_usual
 from evidence.analyze.rules.engine_log import PROGRESS_LINES
 from evidence.analyze.rules.series import HOUR_S, history, hourly, hourly_increase, median, window
 from evidence.analyze.rules.text import blob
@@ -201,9 +202,11 @@ def prompt_lengths(f: Facts) -> tuple[bool | None, str] | None:
         )
     # The day's highest hour may be one of few answers, its ratio high by chance: against
     # the day run together, half as long again past chance, and above every hour before the
-    # incident window that answered as surely, the prompts grew.
+    # incident window that answered as surely, the prompts grew; unless more callers came
+    # than in any hour before, whose own longer requests change the day's mix.
     sure = [r for h, r in ratio.items() if h >= inside and gen[h] >= BUSY_ALIKE * gen[latest]]
-    if sure and now > max(sure) and now > max(POOLED_OVER * day, chance):
+    longer = sure and now > max(sure) and now > max(POOLED_OVER * day, chance)
+    if longer and not busier_than_usual(f):
         return True, (
             f"{now:.1f} prompt tokens per generated token in the latest busy hour before "
             f"{end}, {now / day:.1f} times the {day:.1f} of the day before the incident window "
