@@ -1951,6 +1951,53 @@ def test_a_high_water_one_long_request_moved_beside_prompts_of_one_length_is_no_
     assert any("one long request moves it" in e for e in creep["evidence_for"]), creep
 
 
+def _stepped_with_the_longest_conversation(moved: bool, swapped: bool = False) -> Builder:
+    """A GB10's llama-server: the host's floor creeping up from 80 GiB through the day (half a
+    GiB a stretch), its context high-water at 14748 tokens until one request of 16141 tokens
+    3.5 h before the kill; the line jumped 30 GiB at that very reading (or, not `moved`, an
+    hour later); the prompts per answer token as long as ever. `swapped`: half an hour
+    before, llama-swap had swapped to a smaller model (its mark lower) and back."""
+    n = len(DAY)
+    mark = n - 42
+    jump = mark if moved else mark + 12
+    levels = [(k * 24, 80 * GIB + k * 0.5 * GIB) for k in range(12)]
+    used = [u + (30 * GIB if i >= jump else 0.0) for i, u in enumerate(_floors(levels, 4 * GIB))]
+    counters = _token_counters([50.0 * 300] * n, [10.0] * n)
+    generated, prompt = ([v for _, v in counters[k]] for k in ("tokens_generated", "tokens_prompt"))
+    high_water = [14748.0 if i < mark else 16141.0 for i in range(n)]
+    if swapped:
+        high_water[mark - 6 : mark] = [9000.0] * 6
+    kill = (
+        "Out of memory: Killed process 51631 (llama-server) total-vm:41308202kB, "
+        "anon-rss:8363680kB, file-rss:11693703kB, shmem-rss:0kB, UID:1000 pgtables:16847kB"
+    )
+    return _killed_after(
+        used,
+        kill,
+        context_high_water=plain("llamacpp:n_tokens_max", high_water),
+        tokens_generated=plain("llamacpp:tokens_predicted_total", generated),
+        tokens_prompt=plain("llamacpp:prompt_tokens_total", prompt),
+    )
+
+
+@pytest.mark.parametrize(("moved", "swapped"), [(True, False), (False, False), (True, True)])
+def test_memory_that_jumped_as_the_longest_conversation_arrived_is_the_context(
+    tmp_path, moved, swapped
+):
+    # Seed 1212's context-creep-12789016794209 and 6060's context-creep-203085360555570, read
+    # as leak-ratchet: the line's jump came at the very reading the high-water set its
+    # record. An hour apart, the two say nothing of each other; a model swapped back in
+    # loads as its first requests come (7070's leak-ratchet-115266972098934).
+    result = verdict(tmp_path, _stepped_with_the_longest_conversation(moved, swapped))
+    moved = moved and not swapped
+    creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+    followed = any("followed the conversations' length" in e for e in creep["evidence_for"])
+    assert followed is moved, creep
+    assert (result["verdict"] == "context-creep") is moved, scores(result)
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert any("the rise is the context's" in e for e in leak["evidence_against"]) is moved, leak
+
+
 def test_an_engine_climbing_without_a_pause_to_its_kill_is_a_fast_leak(tmp_path):
     """No quiet stretch to read a floor in: the last two hours climb 40 GiB to the kill."""
     n = len(DAY)

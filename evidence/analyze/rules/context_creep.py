@@ -17,10 +17,11 @@ from evidence.analyze.rules.context_length import (
     rose_past,
     thirds,
 )
+from evidence.analyze.rules.floors import LEAK_SHARE
 from evidence.analyze.rules.judgement import NOTE_IS_EVIDENCE, Judgement, rule
-from evidence.analyze.rules.memory import memory_series
+from evidence.analyze.rules.memory import memory_lines, memory_series, pool_size
 from evidence.analyze.rules.ran_out import card_ran_out
-from evidence.analyze.rules.rises import card_kept_the_context
+from evidence.analyze.rules.rises import card_kept_the_context, rose_with_the_context
 from evidence.analyze.rules.series import HOUR_S, history, hourly, median, window
 from evidence.analyze.rules.text import last
 from evidence.analyze.window import RECENT_S, Window, known
@@ -198,6 +199,9 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
                 words,
             )
         )
+        if name == "context_high_water" and (followed := _memory_followed(f)):
+            j.add(3 if w.failure else 1, followed)
+            continue
         if name == "kv_cache" and (room := cache_had_room(f)):
             j.evidence_against.append(f"{room}: room to spare")
             continue
@@ -263,6 +267,24 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
             # The same load confirms a creep; beside notes alone it would make a verdict
             # of a healthy day's drift, or a rival of a high-water's natural climb.
             j.add(1, "requests running stayed in their usual range: the same load, more cache")
+
+
+def _memory_followed(f: Facts) -> str | None:
+    """A memory line that stepped up at the very readings the context high-water set new
+    records, in the hours a creep takes: by a share of its pool worth a leak's, and most of
+    what the line rose in those hours. The memory follows the conversations' length. One
+    long request moves a high-water; that it moved the memory too is the context's memory,
+    however long the other prompts were."""
+    w = window(f)
+    since = w.end - HIGH_WATER_LOOK_S
+    for name, label in memory_lines(f):
+        pool = pool_size(f, name)
+        moved = rose_with_the_context(f, name, since)
+        line = known([(t, v) for t, v in w.upto(f.series[name]) if t >= since])
+        rose = median(line[-3:]) - median(line[:3]) if line else 0.0
+        if moved and pool and moved[0] >= max(LEAK_SHARE * pool, rose / 2):
+            return f"the {label} followed the conversations' length: {moved[1]}"
+    return None
 
 
 def _unless_healthy(w: Window, name: str) -> int:

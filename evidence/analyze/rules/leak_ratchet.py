@@ -48,6 +48,7 @@ from evidence.analyze.rules.rises import (
     released_at,
     rested,
     rise_time,
+    rose_with_the_context,
 )
 from evidence.analyze.rules.series import (
     HOUR_S,
@@ -258,6 +259,13 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
                     or (late and (now := against_usual(w, f.series[n])) and rose_past(*now))
                 )
             ]
+            # However the prompts read, a floor that rose, for the most part, at the very
+            # readings the longest conversation yet arrived holds the conversations (a
+            # leak's remainders come with the busy spells, whatever their length).
+            moved = rose_with_the_context(f, name, floors[onset][0])
+            stepped_with = (
+                moved[1] if moved and moved[0] >= (levels[-1] - levels[onset]) / 2 else None
+            )
             reloaded = [said for _, said, grew in model_contexts(f) if grew]
             # Without a context reading, llama-server's card climbing past the whole day in
             # the hour before, after a day held within half of that, is the context's record.
@@ -278,10 +286,12 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
                 and max(before) - min(before) <= inside / 2
                 else None
             )
-            if tracked or reloaded or kept or prompts:
+            if stepped_with or tracked or reloaded or kept or prompts:
                 j.score -= 1
                 j.evidence_against.append(
-                    f"the rise tracks the {tracked[0].replace('_', ' ')} (context creep)"
+                    f"the rise is the context's (context creep): {stepped_with}"
+                    if stepped_with
+                    else f"the rise tracks the {tracked[0].replace('_', ' ')} (context creep)"
                     if tracked
                     else f"the rise came with reloads of the model at longer contexts "
                     f"({reloaded[0]} tokens): the cache, not a leak"

@@ -1,6 +1,8 @@
 """How a memory line rose: a load at once or resting half-way, a climb without a pause to
 the engine running out, the card keeping the context's scratch."""
 
+import math
+
 from evidence.analyze import shapes
 from evidence.analyze.facts import Facts
 from evidence.analyze.rules.callers import busier_than_usual
@@ -9,7 +11,7 @@ from evidence.analyze.rules.floors import FLOOR_NOISE, LEAK_SHARE, QUIET_FLOOR_Q
 from evidence.analyze.rules.memory import is_card, pool_size
 from evidence.analyze.rules.models import MODEL_MIN_BYTES, single_model
 from evidence.analyze.rules.ran_out import engine_ran_out, killed
-from evidence.analyze.rules.series import HOUR_S, history, hourly, median, window
+from evidence.analyze.rules.series import HOUR_S, at, history, hourly, median, window
 from evidence.analyze.rules.text import gib
 from evidence.analyze.window import INCIDENT_S, RECENT_S, Window, known
 
@@ -21,6 +23,9 @@ RELEASED = 0.75  # the capture reading under three quarters of the highest floor
 FULL_SHARE = 0.95  # a floor this close to the pool's size has nowhere left to rise
 HELD_S = 900.0  # a level held a quarter hour, not the allocations of the last minutes
 CLIMB_READINGS = 6  # half-hourly bundles through the incident window: enough to see a climb
+STEP_SETTLE = 3  # readings either side of a high-water's step: the line's level before and after
+STEP_RISES = 3  # a high-water rising over more readings than this climbs; it did not step
+LONGER = 1.05  # a record this much past the last is a longer conversation, not a few tokens
 
 
 def card_kept_the_context(f: Facts) -> str | None:
@@ -155,6 +160,52 @@ def engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None:
         f"the {label} climbed through the hours before {ended}, with no cache climbing "
         "alongside and no other process holding much: quarter medians "
         f"{', '.join(gib(m) for m in medians)}"
+    )
+
+
+def rose_with_the_context(f: Facts, name: str, since: float) -> tuple[float, str] | None:
+    """What the memory line `name` gained at the very readings the context high-water set a
+    new record, from `since` to the failure: the level of the STEP_SETTLE readings after
+    each step against those before, summed, and what says so; None without a high-water.
+    A line that jumps each time a longer conversation arrives holds that conversation's
+    memory; a leak's remainders come with the busy spells, whatever their length. Only
+    records count, and none in the hours after the mark fell: a restarted engine's (or a
+    swapped-in model's) first requests come as its model loads, the load's coincidence."""
+    w = window(f)
+    marks = [(t, v) for t, v in w.upto(f.series.get("context_high_water", [])) if v is not None]
+    line = [(t, v) for t, v in w.upto(f.series.get(name, [])) if v is not None]
+    if len(marks) < 2 or not line:
+        return None
+    gained, largest, record, fell = 0.0, (0.0, 0.0, 0.0, 0.0), marks[0][1], -math.inf
+    i = 1
+    while i < len(marks):
+        if marks[i][1] < marks[i - 1][1]:
+            fell = marks[i][0]  # an engine restarted, or llama-swap swapped its model
+        if marks[i][1] <= record:
+            i += 1
+            continue
+        k = i
+        while k + 1 < len(marks) and marks[k + 1][1] > marks[k][1]:
+            k += 1
+        (t0, v0), (t1, v1) = marks[i - 1], marks[k]
+        rises, record, i = k - i + 1, v1, k + 1
+        loading = v0 <= 0 or t1 - fell < LOAD_TAKES_S
+        if t1 < since or loading or rises > STEP_RISES or v1 < LONGER * v0:
+            continue  # before the look, a model loading, a climb, a few tokens more
+        before = [v for t, v in line if t <= t0][-STEP_SETTLE:]
+        after = [v for t, v in line if t >= t1][:STEP_SETTLE]
+        if not before or len(after) < STEP_SETTLE:
+            continue
+        # Signed: a busy line's scatter adds nothing either way, summed over its records.
+        jump = median(after) - median(before)
+        gained += jump
+        largest = max(largest, (jump, v0, v1, t1))
+    if gained <= 0:
+        return None
+    jump, v0, v1, t1 = largest
+    return gained, (
+        f"{gib(gained)} of it came at the readings the context high-water set a new record, "
+        f"the most {gib(jump)} as it went from {v0:.0f} to {v1:.0f} tokens {at(f, t1)}"
     )
 
 
