@@ -1998,6 +1998,37 @@ def test_memory_that_jumped_as_the_longest_conversation_arrived_is_the_context(
     assert any("the rise is the context's" in e for e in leak["evidence_against"]) is moved, leak
 
 
+def _prompts_longer_beside_a_floor(rising_from: int) -> Builder:
+    """llama-server's host floor level at 40 GiB, then from stretch `rising_from` of the
+    day's twelve two-hour stretches on rising 3 GiB a stretch to the kill; the prompts ten
+    tokens per answer token all day, fourteen in the last hour."""
+    n = len(DAY)
+    levels = [(k * 24, 40 * GIB + max(0, k - rising_from) * 3 * GIB) for k in range(12)]
+    ratio = [14.0 if i >= n - 12 else 10.0 for i in range(n)]
+    counters = _token_counters([50.0 * 300] * n, ratio)
+    generated, prompt = ([v for _, v in counters[k]] for k in ("tokens_generated", "tokens_prompt"))
+    return _killed_after(
+        _floors(levels, 6 * GIB),
+        tokens_generated=plain("llamacpp:tokens_predicted_total", generated),
+        tokens_prompt=plain("llamacpp:prompt_tokens_total", prompt),
+    )
+
+
+@pytest.mark.parametrize(("rising_from", "creep"), [(0, False), (9, True)])
+def test_prompts_that_grew_beside_a_floor_rising_for_hours_are_no_creep(
+    tmp_path, rising_from, creep
+):
+    # Seed 202's leak-ratchet-56449380212045 and 1212's leak-ratchet-12998259394154, read as
+    # ambiguous beside context-creep: the prompts per answer grew in the last busy hour by
+    # chance while the card's floor had been ratcheting for 9 to 15 hours. A creep begins in
+    # the hours before the failure: a floor that began rising in them is the prompts'.
+    result = verdict(tmp_path, _prompts_longer_beside_a_floor(rising_from))
+    grew = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+    beside = [e for e in grew["evidence_for"] if "floor had been rising for" in e]
+    assert bool(beside) is not creep, grew
+    assert result["verdict"] == ("context-creep" if creep else "leak-ratchet"), scores(result)
+
+
 def test_an_engine_climbing_without_a_pause_to_its_kill_is_a_fast_leak(tmp_path):
     """No quiet stretch to read a floor in: the last two hours climb 40 GiB to the kill."""
     n = len(DAY)

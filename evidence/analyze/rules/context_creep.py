@@ -17,7 +17,7 @@ from evidence.analyze.rules.context_length import (
     rose_past,
     thirds,
 )
-from evidence.analyze.rules.floors import LEAK_SHARE
+from evidence.analyze.rules.floors import LEAK_SHARE, rising_before
 from evidence.analyze.rules.judgement import NOTE_IS_EVIDENCE, Judgement, rule
 from evidence.analyze.rules.memory import memory_lines, memory_series, pool_size
 from evidence.analyze.rules.ran_out import card_ran_out
@@ -320,6 +320,12 @@ def _prompts_grew(f: Facts, j: Judgement) -> bool | None:
     elif grew and (room := cache_had_room(f, working=True)):
         # Longer prompts that a cache with room held: what failed did not run out for them.
         j.add(1, f"the prompts grew longer for answers of the same size ({said}), though {room}")
+    elif grew and (under_way := rising_before(f, window(f).end - HIGH_WATER_LOOK_S)):
+        # A creep begins in the hours before the failure: a floor already rising before
+        # them is a leak the prompts happened to grow beside.
+        j.add(
+            1, f"the prompts grew longer for answers of the same size ({said}), though {under_way}"
+        )
     elif grew:
         words = f"the prompts grew longer for answers of the same size: {said}"
         j.add(3 if window(f).failure else 1, words)

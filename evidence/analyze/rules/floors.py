@@ -4,13 +4,17 @@ unload, a process's bundle after bundle."""
 import math
 from collections.abc import Callable
 
+from evidence.analyze import shapes
 from evidence.analyze.facts import Facts
+from evidence.analyze.rules.memory import memory_lines, pool_size
+from evidence.analyze.rules.series import HOUR_S, window
 from evidence.analyze.rules.text import GIB, gib
 
 # A quiet stretch's floor is nearly its lowest reading, not shapes.FLOOR_QUANTILE: a
 # two-hour stretch of half-hourly baselines holds three or four readings, and a higher
 # quantile of so few can read a busy one.
 QUIET_FLOOR_QUANTILE = 0.05
+LEAK_STRETCH_S = 2 * 3600.0  # floors per two hours: a burst cannot fill one
 LEAK_SHARE = 0.05  # a card's floor rising 5% to a failure and never coming back
 LEAK_MIN_STRETCHES = 4  # a ratchet needs four floors to be seen climbing
 HEADROOM_EATEN = 0.5  # a rise that ate half the room left, up to memory running out
@@ -21,6 +25,45 @@ FLOOR_NOISE = 0.1  # a floor moving under a tenth of the run's rise has neither 
 PROCESS_BUNDLE_GAP_S = 60.0  # readings of one bundle are seconds apart; bundles, minutes
 PROCESS_LEAK_BYTES = 0.5 * GIB  # a process that grew half a GiB ...
 PROCESS_LEAK_FACTOR = 2.0  # ... to twice its first floor, bundle after bundle
+
+
+def quiet_floors(f: Facts, name: str, series: shapes.Series) -> list[tuple[float, float]]:
+    """The memory floor of each two-hour stretch, read where the engine was quiet when its
+    load was read at the same instants (a busy evening's floor is not a leak), else over the
+    whole stretch."""
+    same = f.origin.get("requests_running") == f.origin.get(name)
+    running = f.series.get("requests_running", []) if same else []
+    quiet_at = {t for t, v in running if v == 0}
+    stretches: dict[int, list[float]] = {}
+    for t, v in series:
+        if v is not None and (not quiet_at or t in quiet_at):
+            stretches.setdefault(int(t // LEAK_STRETCH_S), []).append(v)
+    return [
+        (k * LEAK_STRETCH_S, shapes.quantile(vs, QUIET_FLOOR_QUANTILE))
+        for k, vs in sorted(stretches.items())
+        if len(vs) >= 3
+    ]
+
+
+def rising_before(f: Facts, since: float) -> str | None:
+    """A memory line whose quiet floors ratcheted up to the failure, a quarter of the rise
+    or more of it before `since`: a rise under way before then, whatever came after."""
+    w = window(f)
+    for name, label in memory_lines(f):
+        pool = pool_size(f, name)
+        floors = quiet_floors(f, name, w.upto(f.series[name]))
+        levels = [v for _, v in floors]
+        onset = rising_floors(levels, LEAK_SHARE * pool) if pool else None
+        if onset is None or floors[onset][0] >= since:
+            continue
+        then = [v for t, v in floors[onset:] if t < since]
+        if then and then[-1] - levels[onset] >= (levels[-1] - levels[onset]) / 4:
+            return (
+                f"the {label} floor had been rising for {(w.end - floors[onset][0]) / HOUR_S:.0f} "
+                f"h: from "
+                f"{gib(levels[onset])} to {gib(then[-1])} before, {gib(levels[-1])} at the end"
+            )
+    return None
 
 
 def unload_staircase(f: Facts) -> str | None:

@@ -16,8 +16,9 @@ from evidence.analyze.rules.floors import (
     FLOOR_NOISE,
     LEAK_MIN_STRETCHES,
     LEAK_SHARE,
-    QUIET_FLOOR_QUANTILE,
+    LEAK_STRETCH_S,
     grown,
+    quiet_floors,
     rising_floors,
     unload_staircase,
 )
@@ -67,7 +68,6 @@ LEAK_SHARE_HOST = 0.08  # a host's floor drifts a few per cent a day (caches it 
 #                         desktop, logs): a leak there takes more of the machine
 LEAK_UNFAILED = 1.25  # with nothing failed yet, a quarter more before it is named
 LEAK_SPLIT_JUMP = 0.9  # a jump the grid split over two stretches: 90% of the rise (LEAK_ONE_JUMP)
-LEAK_STRETCH_S = 2 * 3600.0  # floors per two hours: a burst cannot fill one
 DAY_ROUND_S = 20 * 3600.0  # a look-back this long begins at about the same hours the day before
 DAY_ROUND_START_S = 15 * 60.0  # where the look-back begins: its first quarter hour
 ENGINE_HELD = 0.5  # engines holding under half a rise another process holds did not leak it
@@ -143,24 +143,6 @@ def _leak_per_process(f: Facts, j: Judgement, named: bool) -> None:
             return
 
 
-def _quiet_floors(f: Facts, name: str, series: shapes.Series) -> list[tuple[float, float]]:
-    """The memory floor of each two-hour stretch, read where the engine was quiet when its
-    load was read at the same instants (a busy evening's floor is not a leak), else over the
-    whole stretch."""
-    same = f.origin.get("requests_running") == f.origin.get(name)
-    running = f.series.get("requests_running", []) if same else []
-    quiet_at = {t for t, v in running if v == 0}
-    stretches: dict[int, list[float]] = {}
-    for t, v in series:
-        if v is not None and (not quiet_at or t in quiet_at):
-            stretches.setdefault(int(t // LEAK_STRETCH_S), []).append(v)
-    return [
-        (k * LEAK_STRETCH_S, shapes.quantile(vs, QUIET_FLOOR_QUANTILE))
-        for k, vs in sorted(stretches.items())
-        if len(vs) >= 3
-    ]
-
-
 def _leak_in_history(f: Facts, j: Judgement) -> None:
     """Floors between busy spells that rise stretch after stretch and never come back in
     the quiet hours, on any memory line (the card's or the host's), up to the failure."""
@@ -168,7 +150,7 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
     for name, label in _leaked_into(f):
         pool = pool_size(f, name)
         upto = w.upto(f.series[name])
-        floors = _quiet_floors(f, name, upto)
+        floors = quiet_floors(f, name, upto)
         if len(floors) < LEAK_MIN_STRETCHES:
             j.missing.append(f"{label}: floors in {LEAK_MIN_STRETCHES} quiet stretches")
             continue
@@ -193,7 +175,7 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             # The engine's death (the line collapses and stays down) or a restart released
             # what leaked: the readings up to it are the leak, what follows is a new
             # process's (or none). The stretch it fell in keeps its readings before it.
-            released = _quiet_floors(f, name, [(t, v) for t, v in upto if t < release])
+            released = quiet_floors(f, name, [(t, v) for t, v in upto if t < release])
             if len(released) >= LEAK_MIN_STRETCHES:
                 floors, levels = released, [v for _, v in released]
                 onset = rising_floors(levels, least, ceiling, room)
@@ -342,7 +324,7 @@ def _less_the_card(f: Facts, floors: list[tuple[float, float]]) -> list[tuple[fl
 
 def _card_floors(f: Facts) -> dict[float, float]:
     """The card's quiet floors up to the failure, by the stretch they begin."""
-    return dict(_quiet_floors(f, "accelerator_used", window(f).upto(f.series["accelerator_used"])))
+    return dict(quiet_floors(f, "accelerator_used", window(f).upto(f.series["accelerator_used"])))
 
 
 def _held_elsewhere(f: Facts, levels: list[float]) -> str | None:
@@ -632,7 +614,7 @@ def _moved_between_cards(
     stretches (up to the same release), rose less than half as much. The others gave
     back what it took: a model or a split moved between cards."""
     upto = [p for p in window(f).upto(f.series["accelerator_used"]) if p[0] < (release or math.inf)]
-    total = dict(_quiet_floors(f, "accelerator_used", upto))
+    total = dict(quiet_floors(f, "accelerator_used", upto))
     (start, low), (end, high) = floors[0], floors[-1]
     if start not in total or end not in total or total[end] - total[start] >= (high - low) / 2:
         return None
