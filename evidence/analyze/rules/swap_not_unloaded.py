@@ -276,6 +276,7 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
     model loading."""
     w = window(f)
     came_up = _servers_started(f)
+    reloaded_at: list[float] = []  # when the card's step was its one model loaded again
     for name, label in memory_lines(f):
         pool = pool_size(f, name) or 0
         series = w.upto(f.series[name])
@@ -341,6 +342,15 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
                 f"the {label} stepped up {gib(size)} to where it stood for an hour earlier "
                 f"({gib(stood[1])} {at(f, stood[0])}): the model loaded on demand again, "
                 "not a second one"
+            )
+            reloaded_at.append(began)
+            continue
+        if name == "memory_used" and any(abs(began - t) <= COINCIDE_S for t in reloaded_at):
+            # On a shared pool the host's line holds the card's; elsewhere a load reads its
+            # weights through the host too: the same load, seen twice.
+            j.evidence_against.append(
+                f"the {label} stepped up {gib(size)} as the accelerator's did: the same model "
+                "loaded on demand again"
             )
             continue
         if not with_server and name == "memory_used" and (came := arrival(f)):
