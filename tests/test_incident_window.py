@@ -2014,19 +2014,24 @@ def test_memory_that_jumped_as_the_longest_conversation_arrived_is_the_context(
     assert any("the rise is the context's" in e for e in leak["evidence_against"]) is moved, leak
 
 
-def _prompts_longer_beside_a_floor(rising_from: int) -> Builder:
+def _prompts_longer_beside_a_floor(rising_from: int, second: bool = False) -> Builder:
     """llama-server's host floor level at 40 GiB, then from stretch `rising_from` of the
     day's twelve two-hour stretches on rising 3 GiB a stretch to the kill; the prompts ten
-    tokens per answer token all day, fourteen in the last hour."""
+    tokens per answer token all day, fourteen in the last hour. `second`: a second
+    llama-server first scraped two hours before the kill, beside the first."""
     n = len(DAY)
     levels = [(k * 24, 40 * GIB + max(0, k - rising_from) * 3 * GIB) for k in range(12)]
     ratio = [14.0 if i >= n - 12 else 10.0 for i in range(n)]
     counters = _token_counters([50.0 * 300] * n, ratio)
     generated, prompt = ([v for _, v in counters[k]] for k in ("tokens_generated", "tokens_prompt"))
+    servers = [seen("llama-server", 5801, [1.0] * n)]
+    if second:
+        servers.append(seen("llama-server", 5802, [None] * (n - 24) + [1.0] * 24))
     return _killed_after(
         _floors(levels, 6 * GIB),
         tokens_generated=plain("llamacpp:tokens_predicted_total", generated),
         tokens_prompt=plain("llamacpp:prompt_tokens_total", prompt),
+        targets_up=servers,
     )
 
 
@@ -2043,6 +2048,16 @@ def test_prompts_that_grew_beside_a_floor_rising_for_hours_are_no_creep(
     beside = [e for e in grew["evidence_for"] if "floor had been rising for" in e]
     assert bool(beside) is not creep, grew
     assert result["verdict"] == ("context-creep" if creep else "leak-ratchet"), scores(result)
+
+
+def test_prompts_that_grew_as_a_second_model_came_to_serve_are_its_callers(tmp_path):
+    # Seed 1616's swap-not-unloaded-155787094186699, read as context-creep: the prompts per
+    # answer, counted across both engines, grew from 6.8 to 9.1 as a second llama-server
+    # came up beside the first and stayed.
+    result = verdict(tmp_path, _prompts_longer_beside_a_floor(9, second=True))
+    assert result["verdict"] != "context-creep", scores(result)
+    grew = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+    assert any("came up" in e and "beside" in e for e in grew["evidence_for"]), grew
 
 
 def test_an_engine_climbing_without_a_pause_to_its_kill_is_a_fast_leak(tmp_path):

@@ -1,11 +1,21 @@
 """The load: as many requests running as ever, more callers than in the busiest hour before."""
 
 from evidence.analyze.facts import Facts
-from evidence.analyze.rules.series import hourly, mean, median, window
+from evidence.analyze.failure import came_up, is_gateway, is_manager, is_service
+from evidence.analyze.rules.series import (
+    at,
+    hourly,
+    mean,
+    median,
+    targets_began,
+    up_through,
+    window,
+)
 from evidence.analyze.window import RECENT_S, known
 
 QUEUE_DEEPER = 2.0  # a queue twice as deep as the busiest hour before's is a new one
 LOAD_OVER_USUAL = 1.25  # requests running this far above the busiest hour is more load
+STEP_BESIDE_S = 300.0  # another server read up through the readings just before one came up
 
 
 def slots_held(f: Facts) -> str | None:
@@ -53,4 +63,27 @@ def busier_than_usual(f: Facts) -> str | None:
                 f"{name.replace('_', ' ')} rose above the busiest hour before "
                 f"({typical(recent):.1f} against {usual:.1f})"
             )
+    return None
+
+
+def another_model_served(f: Facts) -> str | None:
+    """A second engine server that came up in the incident window beside one already up (a
+    model kept beside another, not swapped for it): its callers are another workload, and
+    the prompts per answer, counted across the engines together, change with it."""
+    w = window(f)
+    began = targets_began(f)
+    engines = {
+        t: s
+        for t, s in f.targets.items()
+        if is_service(t) and not is_gateway(t) and not is_manager(t)
+    }
+    for target, series in engines.items():
+        for t in came_up(series, began):
+            beside = [
+                other
+                for other, ups in engines.items()
+                if other != target and up_through(ups, t - STEP_BESIDE_S, t)
+            ]
+            if t >= w.start and beside:
+                return f"{target} came up {at(f, t)} beside {beside[0]}"
     return None

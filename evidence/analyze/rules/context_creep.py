@@ -2,7 +2,7 @@
 
 from evidence.analyze import shapes
 from evidence.analyze.facts import Facts
-from evidence.analyze.rules.callers import busier_than_usual
+from evidence.analyze.rules.callers import another_model_served, busier_than_usual
 from evidence.analyze.rules.context_length import (
     CREEP_OVER_USUAL,
     KV_ROOM,
@@ -320,6 +320,9 @@ def _prompts_grew(f: Facts, j: Judgement) -> bool | None:
     elif grew and (room := cache_had_room(f, working=True)):
         # Longer prompts that a cache with room held: what failed did not run out for them.
         j.add(1, f"the prompts grew longer for answers of the same size ({said}), though {room}")
+    elif grew and (joined := another_model_served(f)):
+        # A second model's callers, counted with the first's, change the mix, not its length.
+        j.add(1, f"the prompts grew longer for answers of the same size ({said}), though {joined}")
     elif grew and (under_way := rising_before(f, window(f).end - HIGH_WATER_LOOK_S)):
         # A creep begins in the hours before the failure: a floor already rising before
         # them is a leak the prompts happened to grow beside.
