@@ -78,12 +78,12 @@ def another_model_served(f: Facts) -> str | None:
         if is_service(t) and not is_gateway(t) and not is_manager(t)
     }
     for target, series in engines.items():
-        for t in came_up(series, began):
+        for t in (t for t in came_up(series, began) if t >= w.start):
             beside = [
                 other
                 for other, ups in engines.items()
                 if other != target and up_through(ups, t - STEP_BESIDE_S, t)
             ]
-            if t >= w.start and beside:
+            if beside:
                 return f"{target} came up {at(f, t)} beside {beside[0]}"
     return None

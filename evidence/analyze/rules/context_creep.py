@@ -317,18 +317,16 @@ def _prompts_grew(f: Facts, j: Judgement) -> bool | None:
     grew, said = lengths
     if grew is None:
         j.missing.append(said)
-    elif grew and (room := cache_had_room(f, working=True)):
-        # Longer prompts that a cache with room held: what failed did not run out for them.
-        j.add(1, f"the prompts grew longer for answers of the same size ({said}), though {room}")
-    elif grew and (joined := another_model_served(f)):
-        # A second model's callers, counted with the first's, change the mix, not its length.
-        j.add(1, f"the prompts grew longer for answers of the same size ({said}), though {joined}")
-    elif grew and (under_way := rising_before(f, window(f).end - HIGH_WATER_LOOK_S)):
-        # A creep begins in the hours before the failure: a floor already rising before
-        # them is a leak the prompts happened to grow beside.
-        j.add(
-            1, f"the prompts grew longer for answers of the same size ({said}), though {under_way}"
-        )
+    elif grew and (
+        # Longer prompts that a cache with room held (what failed did not run out for
+        # them); a second model's callers, counted with the first's, changing the mix; a
+        # floor already rising before the hours a creep takes (a leak the prompts grew
+        # beside): a note.
+        though := cache_had_room(f, working=True)
+        or another_model_served(f)
+        or rising_before(f, window(f).end - HIGH_WATER_LOOK_S)
+    ):
+        j.add(1, f"the prompts grew longer for answers of the same size ({said}), though {though}")
     elif grew:
         words = f"the prompts grew longer for answers of the same size: {said}"
         j.add(3 if window(f).failure else 1, words)

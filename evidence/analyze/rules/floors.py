@@ -58,9 +58,9 @@ def rising_before(f: Facts, since: float) -> str | None:
             continue
         then = [v for t, v in floors[onset:] if t < since]
         if then and then[-1] - levels[onset] >= (levels[-1] - levels[onset]) / 4:
+            hours = (w.end - floors[onset][0]) / HOUR_S
             return (
-                f"the {label} floor had been rising for {(w.end - floors[onset][0]) / HOUR_S:.0f} "
-                f"h: from "
+                f"the {label} floor had been rising for {hours:.0f} h: from "
                 f"{gib(levels[onset])} to {gib(then[-1])} before, {gib(levels[-1])} at the end"
             )
     return None
