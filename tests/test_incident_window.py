@@ -2150,6 +2150,52 @@ def test_a_host_jump_the_card_never_saw_is_the_engines_own_memory(tmp_path, swap
     assert not any("a step, not a ratchet" in e for e in leak["evidence_against"]), leak
 
 
+def _second_model_on_one_pool() -> Builder:
+    """A Strix Halo (one pool; the card's GTT use is in the host's line): llama-server holds
+    69.6 GiB on the card all day, the host's own memory drifting up 3.5 GiB. Two hours and
+    twenty minutes before the failure a second server came up, early in a two-hour
+    stretch: the card stepped 26.4 GiB, the host 35 GiB, at the same reading, and the next
+    model's allocation failed at the end."""
+    n, k = len(DAY), len(DAY) - 28
+    own = _floors([(0, 12.0 * GIB), (96, 13.2 * GIB), (192, 14.4 * GIB), (240, 15.5 * GIB)],
+                  1.5 * GIB)  # fmt: skip
+    card = [(69.6 + (26.4 if i >= k else 0)) * GIB for i in range(n)]
+    used = [o + (69.6 + (35 if i >= k else 0)) * GIB for i, o in enumerate(own)]
+    second = [None if i < k else 1.0 for i in range(n)]
+    b = history(
+        base(trigger=("healthcheck", "gateway", "HTTP 502")),
+        {
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in used]
+            ),
+            "accelerator_memory_used": _series("local-llm", card),
+            "accelerator_memory_total": _series("local-llm", [96.0 * GIB] * n),
+            "targets_up": [
+                seen("llama-server", 8080, [1.0] * n),
+                seen("llama-server", 5803, second),
+            ],
+        },
+    )
+    return b.logs(
+        [
+            "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 38203.30 MiB on device 0: "
+            "cudaMalloc failed: out of memory"
+        ]
+    )
+
+
+def test_a_host_step_early_in_its_stretch_with_the_cards_is_the_model_loaded(tmp_path):
+    """The card's line is read either side of the host's own step, not by the stretches
+    the floors fell in: the card's median over the stretch holding the step is already
+    the new level, as if the card had stayed while the host jumped."""
+    result = verdict(tmp_path, _second_model_on_one_pool())
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert leak["score"] < 3, leak
+    assert any("as a server came up: a step, not a ratchet" in e
+               for e in leak["evidence_against"]), leak  # fmt: skip
+
+
 def _beside_a_vm(vm_from: int) -> Builder:
     """A 128 GiB box: a VM of 30 GiB and llama-server, whose host memory climbs 3.5 GiB
     over the last three hours until the kernel takes it. The VM came up at reading

@@ -48,6 +48,7 @@ from evidence.analyze.rules.rises import (
     engine_climbed,
     released_at,
     rested,
+    rise,
     rise_time,
     rose_with_the_context,
 )
@@ -456,19 +457,25 @@ def _one_step(
     low, high = jumped
     size = levels[high] - levels[low]
     said = f"most of the rise is one jump of {gib(size)} between two stretches"
-    before, after = ((t, t + LEAK_STRETCH_S) for t in (floors[low][0], floors[high][0]))
-    start, stop = before[0], after[1]
+    start, stop = floors[low][0], floors[high][0] + LEAK_STRETCH_S
+    span = [p for p in window(f).upto(f.series[name]) if start <= p[0] <= stop]
+    step = shapes.step(span, fmt=gib)
+    # The card read either side of the host's own step where one is seen: a load early in
+    # the first stretch would set the card's median there after it, as if it had stayed.
+    before, after = (start, start + LEAK_STRETCH_S), (floors[high][0], stop)
+    if step.verdict:
+        began, reached = rise(span, step)
+        before, after = (start, began), (reached, stop)
     ran_out = engine_ran_out(f)
     if ran_out and card_stayed(f, name, before, after):
         # A server that came up then (llama-swap swapping away and back) loaded nothing
         # onto the card: the host's jump that stayed is the engine's own, and it ran out.
         return None
-    began = targets_began(f)
     if any(
         start <= t <= stop
         for target, series in f.targets.items()
         if is_service(target)
-        for t in came_up(series, began)
+        for t in came_up(series, targets_began(f))
     ):
         return f"{said}, as a server came up: a step, not a ratchet"
     if any(grew for _, _, grew in model_contexts(f)):
@@ -481,8 +488,6 @@ def _one_step(
         return None
     if single_model(f):
         return None  # nothing here loads a second model: the jump is the engine's own
-    span = [p for p in window(f).upto(f.series[name]) if start <= p[0] <= stop]
-    step = shapes.step(span, fmt=gib)
     if step.verdict and rise_time(span, step) <= LOAD_TAKES_S and not rested(span, step):
         return f"{said}, the size of a model and at once: a step, not a ratchet"
     return None
