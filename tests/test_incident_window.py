@@ -1346,6 +1346,40 @@ def test_one_jump_in_the_half_hourly_baselines_before_the_kill_is_no_climb(tmp_p
     assert not any("climbed through the hours before" in e for e in leak["evidence_for"]), leak
 
 
+def _loaded_between_two_baselines(seconds: int) -> list[Builder]:
+    """No Prometheus: a Strix Halo's half-hourly cron bundles, each of `seconds` readings a
+    second apart, and the capture of thirty (the collector's window). Ollama's box stood at
+    83 GiB of 123 through the day until, between two bundles two hours before the failure,
+    34 GiB more and no way back: a second model kept. Ollama's next load failed."""
+    total = 123 * GIB
+    readings = [83.0 + 0.05 * k for k in range(20)] + [118.0] * 4
+    ps = {"/api/ps": {"models": [], "loaded": [], "size_total": 0, "size_vram_total": 0}}
+    builders = []
+    for k, used in enumerate([*readings, 118.0]):
+        at = AT - (len(readings) - k) * 1800
+        now = k == len(readings)
+        trigger = ("healthcheck", "ollama", "HTTP 500") if now else ("cron", "baseline")
+        b = Builder("evo-x2", at, total=total, trigger=trigger, window_s=30 if now else seconds)
+        times = [at + i for i in range(30 if now else seconds)]
+        b.memory([(t, used * GIB) for t in times]).pressure([(t, 0.0) for t in times])
+        b.host().kernel([]).logs([OLLAMA_FAILED] if now else [])
+        b.processes([{"pid": 7001, "name": "ollama", "rss_bytes": GIB}])
+        builders.append(b.engines([engine("ollama", "ollama", readings=ps)]))
+    return builders
+
+
+@pytest.mark.parametrize("seconds", [1, 30], ids=["baselines-of-one-reading", "of-thirty"])
+def test_a_jump_between_two_baselines_is_a_model_kept_whatever_each_bundle_holds(tmp_path, seconds):
+    """Each bundle is one reading at the archive's pace: the capture's thirty seconds (and
+    a baseline's) do not make the half-hours between bundles gaps, which left the jump
+    unread and the floors' rise to the leak."""
+    result = verdict(tmp_path, *_loaded_between_two_baselines(seconds))
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+    assert any("the size of a model" in e for e in result["candidates"][0]["evidence_for"])
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert any("a step, not a ratchet" in e for e in leak["evidence_against"]), leak
+
+
 def test_the_card_read_by_nvml_in_each_baseline_is_its_history(tmp_path):
     """No Prometheus, no DCGM: a 24 GiB card under llama-server, read by the gpu probe in
     each half-hourly cron bundle. 16.9 GiB through the day, then five hours of climbing

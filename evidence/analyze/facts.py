@@ -389,15 +389,20 @@ def _archive_history(con: duckdb.DuckDBPyConnection, facts: Facts, bundle: dict[
     each process of this bundle is followed through them (same pid, same start time)."""
     args = [bundle["host"], bundle["started_at"], bundle["started_at"]]
     if facts.origin.get("memory_used") == "bundle":
+        # A bundle's thirty seconds are one reading at the archive's pace: each bundle,
+        # this one too, is read as its first moment holding its worst (the least available),
+        # so that a shape reads one pace, not half-hours as gaps between seconds.
         rows = con.execute(
-            f"""SELECT t, used_bytes, available_bytes FROM host_memory
-                WHERE bundle_id IN ({_EARLIER}) ORDER BY t""",
-            args,
+            f"""SELECT min(t), arg_min(used_bytes, coalesce(available_bytes, 'inf')),
+                       min(available_bytes)
+                FROM host_memory WHERE bundle_id IN ({_EARLIER}) OR bundle_id = ?
+                GROUP BY bundle_id ORDER BY 1""",
+            [*args, bundle["bundle_id"]],
         ).fetchall()
-        if len({r[0] for r in rows}) >= 2:
+        if len(rows) >= 3:
             for name, column in (("memory_used", 1), ("available", 2)):
-                facts.series[name] = [(_ts(r[0]), r[column]) for r in rows] + facts.series[name]
-                facts.origin[name] = f"archive ({len(rows)} earlier readings) and bundle"
+                facts.series[name] = [(_ts(r[0]), r[column]) for r in rows]
+                facts.origin[name] = f"archive ({len(rows) - 1} earlier readings) and bundle"
     facts.card_bundles = [
         (_ts(t), used, total, bool(empty))
         for t, used, total, empty in con.execute(
