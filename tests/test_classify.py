@@ -242,6 +242,55 @@ def test_an_idle_squatter_is_not_a_forgotten_model(tmp_path):
     assert scores(result)["swap-not-unloaded"] < 3
 
 
+def _beside_llama_swaps_model(parent: int) -> Builder:
+    """A 4090 full between two idle engines: llama-swap's qwen3-14b (llama-server, its
+    child) and SGLang's llama-3.1-8b, which llama-swap no longer lists; the gateway failed.
+    `parent`: SGLang's launcher's parent, llama-swap (1188) or init (started by hand)."""
+    swap = engine(
+        "llama-swap",
+        "llama-swap",
+        readings={
+            "/running": {
+                "models": [{"model": "qwen3-14b", "state": "ready"}],
+                "loaded": ["qwen3-14b"],
+            }
+        },
+    )
+    idle = {"llamacpp:requests_processing": 0.0, "llamacpp:requests_deferred": 0.0}
+    sglang = {"sglang:num_running_reqs": 0.0, "sglang:num_queue_reqs": 0.0}
+    engines = [
+        engine("qwen3-14b", "llama-server", idle),
+        engine("llama-3.1-8b", "sglang", sglang),
+        swap,
+    ]
+    b = base(trigger=("healthcheck", "gateway", "HTTP 502"))
+    b.engines(engines, [(t, engines) for t in WINDOW[::5]])
+    held = [(4001, "llama-server", int(11.9 * GIB)), (4102, "sglang::scheduler", 11 * GIB)]
+    b.gpu("NVIDIA GeForce RTX 4090", 24 * GIB, int(23.5 * GIB), held, False, 0)
+    launch = ["python3", "-m", "sglang.launch_server", "--port", "5802"]
+    return b.processes(
+        [
+            {"pid": 1188, "name": "llama-swap", "ppid": 1, "rss_bytes": GIB // 20},
+            {"pid": 4001, "name": "llama-server", "ppid": 1188, "rss_bytes": GIB},
+            {"pid": 4101, "name": "python3", "ppid": parent, "rss_bytes": GIB, "cmdline": launch},
+            {"pid": 4102, "name": "sglang::schedul", "ppid": 4101, "rss_bytes": GIB},
+        ]
+    )
+
+
+def test_an_idle_model_its_manager_no_longer_lists_is_one_it_did_not_unload(tmp_path):
+    result = verdict(tmp_path, _beside_llama_swaps_model(1188))
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+    squat = next(c for c in result["candidates"] if c["fault"] == "idle-squatter")
+    assert any("llama-swap lists 1 model loaded while 2 of its processes" in e
+               for e in squat["evidence_against"]), squat  # fmt: skip
+
+
+def test_the_same_idle_engine_started_by_hand_beside_it_is_a_squatter(tmp_path):
+    result = verdict(tmp_path, _beside_llama_swaps_model(1))
+    assert result["verdict"] == "idle-squatter", scores(result)
+
+
 def _idle_vllm_on_a_tight_pool(trigger: tuple[str, ...]) -> Builder:
     """vLLM idle at night on a GB10, holding the 94 GiB it reserved at start; 5.7 GiB of
     the 120 GiB pool available; no other tenant on the card."""

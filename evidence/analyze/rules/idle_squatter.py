@@ -5,7 +5,7 @@ from evidence.analyze.failure import FAILURE_TRIGGERS, came_up, is_service
 from evidence.analyze.recognise import belongs
 from evidence.analyze.rules.judgement import Judgement, rule
 from evidence.analyze.rules.memory import card_full
-from evidence.analyze.rules.models import SQUAT_GPU_BYTES, loaded_models, who
+from evidence.analyze.rules.models import SQUAT_GPU_BYTES, kept_unlisted, loaded_models, who
 from evidence.analyze.rules.pressure import PSI_SOME_HIGH
 from evidence.analyze.rules.series import readings, targets_began, window
 from evidence.analyze.rules.text import GIB, gib
@@ -94,6 +94,12 @@ def idle_squatter(f: Facts) -> Judgement:
             j.evidence_against.append(
                 f"{fresh[0]} came up in the hours before the failure: the idle model is one "
                 "that was not unloaded for it (a swap), more than an idle one"
+            )
+        elif kept := kept_unlisted(f):
+            j.score -= 2
+            j.evidence_against.append(
+                f"{kept}: an idle model there is one it did not unload (a swap), more than "
+                "one kept on purpose"
             )
     return j
 

@@ -97,3 +97,44 @@ def list_known(f: Facts, device: dict[str, Any], listed: list[dict[str, Any]]) -
         and "processes" not in unread
         and all(p["used_bytes"] is not None for p in listed)
     )
+
+
+def is_manager_process(process: dict[str, Any], kinds: set[str]) -> bool:
+    """The process is a model manager's own (llama-swap, Ollama) among `kinds`."""
+    name = (process["name"] or "").lower()
+    return any(kind in ("llama-swap", "ollama") and kind in name for kind in kinds)
+
+
+def descendants(f: Facts, roots: set[int]) -> set[int]:
+    """Every process below the given pids in the process table."""
+    children: dict[int, list[int]] = {}
+    for p in f.processes:
+        children.setdefault(p["ppid"], []).append(p["pid"])
+    found, todo = set(), list(roots)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def kept_unlisted(f: Facts) -> str | None:
+    """A model manager runs more processes holding a model's worth of the accelerator than
+    it lists models loaded: one it swapped away from and did not unload, in words; None
+    where every holder is listed or no manager was read."""
+    for manager, models in (loaded_models(f) or {}).items():
+        kind = next(e["kind"] for e in f.engines if e["name"] == manager)
+        roots = {p["pid"] for p in f.processes if is_manager_process(p, {kind})}
+        below = descendants(f, roots)
+        holders = [
+            p
+            for p in f.gpu_processes
+            if p["pid"] in below and (p["used_bytes"] or 0) >= SQUAT_GPU_BYTES
+        ]
+        if len(holders) > len(models):
+            return (
+                f"{manager} lists {len(models)} model{'s' * (len(models) != 1)} loaded while "
+                f"{len(holders)} of its processes hold the accelerator"
+            )
+    return None

@@ -16,6 +16,8 @@ from evidence.analyze.rules.models import (
     MODEL_MIN_BYTES,
     MODEL_SHARE,
     SQUAT_GPU_BYTES,
+    descendants,
+    is_manager_process,
     list_known,
     loaded_models,
     single_model,
@@ -72,7 +74,7 @@ def swap_not_unloaded(f: Facts) -> Judgement:
         # forgot (that is a squatter, or simply another tenant).
         # A manager runs whatever its config says (llama-swap may start vLLM): its own
         # children count too, whatever their name.
-        children = _descendants(f, {p["pid"] for p in f.processes if _manager(p, kinds)})
+        children = descendants(f, {p["pid"] for p in f.processes if is_manager_process(p, kinds)})
         holders = [
             p
             for p in _engine_holders(f)
@@ -86,8 +88,8 @@ def swap_not_unloaded(f: Facts) -> Judgement:
             # while it starts or stops one (that memory is on its way in or out). Ollama
             # lists no model while it loads, so its runner holding memory is no contradiction.
             moving = any(m["engine"] in loaded and m["state"] for m in f.models)
-            swaps = {p["pid"] for p in f.processes if _manager(p, {"llama-swap"})}
-            kept = _descendants(f, swaps) if "llama-swap" in kinds and not moving else set()
+            swaps = {p["pid"] for p in f.processes if is_manager_process(p, {"llama-swap"})}
+            kept = descendants(f, swaps) if "llama-swap" in kinds and not moving else set()
             holders = [p for p in holders if p["pid"] in kept]
         if len(holders) > count:
             held = ", ".join(
@@ -248,25 +250,6 @@ def _instant(text: str | None) -> float | None:
     zone = "+00:00" if m.group(3) in (None, "Z") else m.group(3)
     base = datetime.fromisoformat(m.group(1) + zone).timestamp()
     return base + float(f"0.{m.group(2) or 0}")
-
-
-def _manager(process: dict[str, Any], kinds: set[str]) -> bool:
-    name = (process["name"] or "").lower()
-    return any(kind in ("llama-swap", "ollama") and kind in name for kind in kinds)
-
-
-def _descendants(f: Facts, roots: set[int]) -> set[int]:
-    """Every process below the given pids in the process table."""
-    children: dict[int, list[int]] = {}
-    for p in f.processes:
-        children.setdefault(p["ppid"], []).append(p["pid"])
-    found, todo = set(), list(roots)
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
 
 
 def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
