@@ -1588,9 +1588,10 @@ def test_the_same_step_before_the_kernel_killed_ollama_is_still_a_model_kept(tmp
     assert any("the size of a model" in e for e in snu["evidence_for"]), snu
 
 
-def _loaded_on_a_shared_pool(blobs: tuple[str, ...]) -> Builder:
+def _loaded_on_a_shared_pool(blobs: tuple[str, ...], failed: bool = False) -> Builder:
     """The same step on a GB10 whose NVML lists no process (a shared pool): only Ollama's
-    log says what it loaded over the day, one load line per blob."""
+    log says what it loaded over the day, one load line per blob; `failed`: and then a
+    load that failed to allocate."""
     n = len(DAY)
     used = [80 * GIB if i >= n - 24 else 60 * GIB for i in range(n)]
     b = history(
@@ -1600,6 +1601,7 @@ def _loaded_on_a_shared_pool(blobs: tuple[str, ...]) -> Builder:
     )  # fmt: skip
     ps = {"/api/ps": {"models": [{"name": "gemma3:27b", "size": 20 * GIB, "size_vram": 20 * GIB}]}}
     lines = [OLLAMA_LOAD.format(h=h, blob=blob, ctx=8192) for h, blob in enumerate(blobs, 1)]
+    lines += [OLLAMA_FAILED] if failed else []
     return b.engines([engine("ollama", "ollama", readings=ps)]).logs(lines)
 
 
@@ -1617,6 +1619,18 @@ def test_where_the_log_loads_a_second_model_the_step_is_still_a_model_kept(tmp_p
     result = verdict(tmp_path, _loaded_on_a_shared_pool(("a1b2", "dde5", "dde5")))
     snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
     assert any("the size of a model" in e for e in snu["evidence_for"]), snu
+
+
+@pytest.mark.parametrize("failed", [False, True], ids=["answer-too-late", "load-failed"])
+def test_a_model_kept_is_the_fault_only_where_the_next_found_no_room(tmp_path, failed):
+    """The check timed out both times; only where a load then failed to allocate did the
+    model kept take the room. An answer too late with nothing running out is the load's
+    or a stall's, whatever loaded two hours before."""
+    result = verdict(tmp_path, _loaded_on_a_shared_pool(("a1b2", "dde5", "dde5"), failed))
+    snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert (snu["score"] >= 3) == failed, scores(result)
+    late = any("an answer too late with nothing running out" in e for e in snu["evidence_for"])
+    assert late != failed, snu
 
 
 def _loaded_on_demand(last: float, host: bool = False) -> Builder:

@@ -415,10 +415,16 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
                 "that model loaded on demand"
             )
         elif w.failure and size >= BIG_MODEL_SHARE * pool and loaded_models(f) is not None:
+            # A model kept is what failed where the next one found no room. An answer that
+            # came too late with nothing running out is the load's or a stall's, whatever
+            # loaded before it.
+            late = w.failure.timed_out and not memory_ran_out(f)
             j.add(
-                3,
+                1 if late else 3,
                 f"{label} stepped up {gib(size)} ({size / pool:.0%} of {gib(pool)}, the size of "
-                f"a model) and stayed until {w.failure.what}: {step.why}",
+                f"a model) and stayed until {w.failure.what}"
+                + (", an answer too late with nothing running out" if late else "")
+                + f": {step.why}",
             )
         elif loaded_models(f) is not None:
             j.add(2, f"{label} stepped up {gib(size)} and stayed: {step.why}")
