@@ -3241,11 +3241,15 @@ def test_a_model_sized_step_where_a_manager_loads_models_is_no_creep(tmp_path, h
 
 
 def _mac(
-    compressed: list[float], swap_used: list[float] | None = None, fell: bool = False
+    compressed: list[float],
+    swap_used: list[float] | None = None,
+    fell: bool = False,
+    routine: bool = False,
 ) -> Builder:
     """A 128 GiB Mac scraped by macOS node-exporter (meminfo_darwin.go: no MemAvailable, no
     PSI, its swap files' use), whose gateway's check timed out and nothing was killed;
-    what compressed memory held through the day is given, the free pages fall with it."""
+    what compressed memory held through the day is given, the free pages fall with it.
+    `routine`: nothing failed, a cron capture."""
     n = len(DAY)
     free = [max(1.0 * GIB, 30.0 * GIB - c) for c in compressed]
     named = {
@@ -3256,6 +3260,8 @@ def _mac(
     }
     if swap_used is not None:
         named["host_swap_used_darwin"] = plain("node_memory_swap_used_bytes", swap_used)
+    if routine:
+        return history(base(trigger=("cron", "baseline")), named)
     if fell:  # the engine went down outright a quarter hour before the capture
         named["targets_up"] = [up("llama-server", [1.0] * (n - 3) + [0.0] * 3)]
         b = history(base(trigger=("healthcheck", "gateway", "HTTP 502")), named)
@@ -3279,6 +3285,16 @@ def test_macos_compressing_past_any_hour_before_is_the_stall(tmp_path):
     result = verdict(tmp_path, _mac(_evening(4.0 * GIB, 22.0 * GIB)))
     assert result["verdict"] == "memory-pressure-stall", scores(result)
     assert "compressed" in result["candidates"][0]["evidence_for"][0]
+
+
+@pytest.mark.parametrize("routine", [False, True], ids=["check-timed-out", "nothing-failed"])
+def test_macos_compressing_three_times_its_day_is_a_stall_beside_a_failure(tmp_path, routine):
+    """A milder push: 2 GiB compressed all day, 6.9 GiB in the two hours before (4.9 GiB
+    more, under a twentieth of the 128 GiB). Beside a check that timed out, nothing killed,
+    it is the stall; on a routine capture it is no fault."""
+    result = verdict(tmp_path, _mac(_evening(2.0 * GIB, 6.9 * GIB), routine=routine))
+    want = "no-fault" if routine else "memory-pressure-stall"
+    assert result["verdict"] == want, scores(result)
 
 
 def test_macos_compressing_as_much_as_every_evening_is_how_it_runs(tmp_path):

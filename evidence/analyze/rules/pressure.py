@@ -10,6 +10,7 @@ PSI_SOME_HIGH = 10.0  # % of time some task stalled on memory (avg10)
 PSI_FULL_HIGH = 5.0
 SWAP_FILLED_BYTES = 1 * GIB  # swap taking a GiB more in the hours before: it did not fit
 COMPRESSED_SHARE = 0.05  # macOS compressing this share of its memory more than any hour before
+COMPRESSED_SHARE_FAILED = 0.025  # half that where a service failed, at least twice the most
 PSI_HISTORY_HIGH = 0.10  # stalled 10% of the time over the hour before (node-exporter)
 
 
@@ -48,8 +49,9 @@ def stall_shares(f: Facts) -> tuple[float, float] | None:
 def pushed_out(f: Facts) -> tuple[bool, str] | None:
     """What macOS held compressed or swapped (node-exporter publishes both) in the quarter
     hour before the failure (a level: what did not fit in RAM when the service gave up),
-    and whether it passed the most of any hour earlier by COMPRESSED_SHARE of the machine;
-    None without those readings."""
+    and whether it passed the most of any hour earlier by COMPRESSED_SHARE of the machine
+    (with a failure to explain, a milder push far past the usual is one: half that share,
+    twice the most); None without those readings."""
     if not history(f, "compressed_history") or not f.memory_total:
         return None
     w = window(f)
@@ -67,4 +69,7 @@ def pushed_out(f: Facts) -> tuple[bool, str] | None:
         f"macOS held {gib(now)} compressed or swapped in the quarter hour before, against "
         f"at most {gib(before)} in any hour earlier"
     )
-    return now - before >= COMPRESSED_SHARE * f.memory_total, said
+    more = now - before
+    milder = w.failure is not None and now >= 2 * before
+    past = more >= (COMPRESSED_SHARE_FAILED if milder else COMPRESSED_SHARE) * f.memory_total
+    return past, said
