@@ -6,6 +6,7 @@ pasted in vllm-project/vllm#1492 (cut where the stored copy was cut), SGLang's d
 
 from pathlib import Path
 
+import pytest
 from test_classify import AT, GIB, TOTAL, answered_while_timed_out, base, scores, verdict
 
 from evidence.analyze.statlines import Reading, loads, prompts, readings
@@ -143,6 +144,23 @@ def test_a_queue_behind_a_full_cache_held_by_one_request_is_the_context(tmp_path
     assert "waited behind a full KV cache" in result["candidates"][0]["evidence_for"][0]
     queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
     assert any("not more callers than slots" in e for e in queue["evidence_against"]), queue
+
+
+@pytest.mark.parametrize("kv", ["99.1", "30.0"], ids=["cache-full", "cache-with-room"])
+def test_nothing_moving_behind_a_full_cache_is_how_the_context_ended(tmp_path, kv):
+    """The engine's last stats line read and generated nothing with one request running
+    and others waiting. With the cache full of that request, the context left no room to
+    go on: the creep is why, the stop how it ended. With room in the cache nothing
+    explains the stop: the engine is wedged."""
+    lines = [V1.format(s=i, r=1, w=9 + i % 4, kv=kv) for i in range(12)]
+    lines[-1] = lines[-1].replace("812.4", "0.0").replace("61.0", "0.0")
+    b = base(trigger=("healthcheck", "gateway", "no answer within 60 s")).logs(lines)
+    result = verdict(tmp_path, b)
+    full = kv == "99.1"
+    want = "context-creep" if full else "wedged-no-progress"
+    assert result["verdict"] == want, scores(result)
+    wedged = next(c for c in result["candidates"] if c["fault"] == "wedged-no-progress")
+    assert any("no room left to go on" in e for e in wedged["evidence_against"]) == full, wedged
 
 
 def test_a_full_cache_shared_by_many_running_requests_is_still_overload(tmp_path):
