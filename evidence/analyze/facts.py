@@ -393,7 +393,7 @@ def _archive_history(con: duckdb.DuckDBPyConnection, facts: Facts, bundle: dict[
         # this one too, is read as its first moment holding its worst (the least available),
         # so that a shape reads one pace, not half-hours as gaps between seconds.
         rows = con.execute(
-            f"""SELECT min(t), arg_min(used_bytes, coalesce(available_bytes, 'inf')),
+            f"""SELECT min(t), arg_min(used_bytes, coalesce(available_bytes, 'infinity'::DOUBLE)),
                        min(available_bytes)
                 FROM host_memory WHERE bundle_id IN ({_EARLIER}) OR bundle_id = ?
                 GROUP BY bundle_id ORDER BY 1""",
