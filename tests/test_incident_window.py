@@ -2757,6 +2757,51 @@ def test_a_card_climbing_without_a_pause_to_its_own_allocation_failure_is_a_leak
     assert "ended as accelerator-oom" in working
 
 
+def _batch_on_an_a100(climbed: bool) -> Builder:
+    """llama-server on an 80 GiB card, idle through the day (its context high-water 6637
+    tokens), until a nightly batch came two hours before the failure: its four slots full
+    from then on and a few callers waiting now and then, the high-water 7561 as the batch
+    began and no further. The card held 57.7 GiB through the day; from the batch on it
+    climbed to the card's size (`climbed`), or stepped 8 GiB as the batch began and held;
+    then an allocation failed."""
+    n, k = len(DAY), len(DAY) - 24
+    rise = [min(1.0, (i - k) / 23) if climbed else 0.36 for i in range(n)]
+    card = [(57.7 + (21.7 * rise[i] if i >= k else 0.0)) * GIB for i in range(n)]
+    b = history(
+        base(trigger=("healthcheck", "gateway", "HTTP 502")),
+        {
+            "accelerator_memory_used": _series("dcgm", noisy(card, 0.05 * GIB)),
+            "accelerator_memory_total": _series("dcgm", [80.0 * GIB] * n),
+            "requests_running": plain(
+                "llamacpp:requests_processing", [(4.0 if i % 3 else 3.0) if i >= k else 0.0
+                                                 for i in range(n)]
+            ),
+            "requests_waiting": plain(
+                "llamacpp:requests_deferred", [float(i % 3 != 0) * 3 if i >= k else 0.0
+                                               for i in range(n)]
+            ),
+            "context_high_water": plain(
+                "llamacpp:n_tokens_max", [7561.0 if i >= k else 6637.0 for i in range(n)]
+            ),
+        },
+    )  # fmt: skip
+    return b.logs(["CUDA error: out of memory"])
+
+
+@pytest.mark.parametrize("climbed", [True, False], ids=["climbed-on", "stepped-and-held"])
+def test_a_card_climbing_on_while_a_batch_held_its_slots_is_the_engines_own(tmp_path, climbed):
+    """The batch is more load than the day's and callers waited: a queue. But a queue holds
+    memory only for what runs: with the slots as full to the end, a card that climbed on
+    through the two hours ran out for the engine's own memory. The look-alike, memory that
+    came with the batch and held, is the queue's."""
+    result = verdict(tmp_path, _batch_on_an_a100(climbed))
+    want = "leak-ratchet" if climbed else "concurrency-overload"
+    assert result["verdict"] == want, scores(result)
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    said = any("while the requests running held level" in e for e in queue["evidence_against"])
+    assert said == climbed, queue
+
+
 def test_a_climb_under_a_model_manager_is_no_model_loaded(tmp_path):
     """The same three hours' climb to the failed allocation, under llama-swap, which
     could have loaded a second model: a split into two levels fits the climb, but it rose

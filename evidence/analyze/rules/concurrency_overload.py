@@ -13,9 +13,12 @@ from evidence.analyze.rules.context_length import (
     thirds,
 )
 from evidence.analyze.rules.engine_log import stopped_in_stats, waited_in_log
+from evidence.analyze.rules.floors import LEAK_SHARE
 from evidence.analyze.rules.judgement import NOTE_IS_EVIDENCE, Judgement, rule
+from evidence.analyze.rules.memory import memory_lines, pool_size
 from evidence.analyze.rules.pressure import PSI_HISTORY_HIGH, stall_shares, stalled
-from evidence.analyze.rules.ran_out import card_ran_out
+from evidence.analyze.rules.ran_out import card_ran_out, engine_ran_out
+from evidence.analyze.rules.rises import engine_climbed, load_held, since_level
 from evidence.analyze.rules.series import (
     HOUR_S,
     at,
@@ -104,6 +107,12 @@ def concurrency_overload(f: Facts) -> Judgement:
         # less than on a usual busy hour, while memory stalled, formed behind the stall.
         j.score = min(j.score - 2, 1)
         j.evidence_against.append(slowed)
+    climbed = _climbed_under_held_load(f) if j.score >= NOTE_IS_EVIDENCE else None
+    if climbed:
+        # A queue holds memory only for what runs: with as many running to the end, the
+        # memory that ran out climbed for something else (the engine's own).
+        j.score = min(j.score - 2, 1)
+        j.evidence_against.append(climbed)
     longer = _longer_context(f)
     if j.score and longer:
         # The same callers resending longer histories hold each slot longer (as many
@@ -114,6 +123,21 @@ def concurrency_overload(f: Facts) -> Judgement:
             f"{longer}: each request held its slot longer; the queue is the longer context's"
         )
     return j
+
+
+def _climbed_under_held_load(f: Facts) -> str | None:
+    """The engine ran out of memory after its line climbed quarter on quarter while the
+    requests running held level, in words; None where the load grew with it or nothing
+    ran out."""
+    if engine_ran_out(f) is None:
+        return None
+    for name, label in memory_lines(f):
+        pool = pool_size(f, name)
+        if not pool or not load_held(f, since_level(window(f), f.series[name])):
+            continue
+        if climbed := engine_climbed(f, name, label, LEAK_SHARE * pool):
+            return f"{climbed}, while the requests running held level: not the queue's memory"
+    return None
 
 
 def _slowed_by_a_stall(f: Facts) -> str | None:

@@ -11,7 +11,7 @@ from evidence.analyze.rules.floors import FLOOR_NOISE, LEAK_SHARE, QUIET_FLOOR_Q
 from evidence.analyze.rules.memory import is_card, pool_size
 from evidence.analyze.rules.models import MODEL_MIN_BYTES, single_model
 from evidence.analyze.rules.ran_out import engine_ran_out, killed
-from evidence.analyze.rules.series import HOUR_S, at, history, hourly, median, window
+from evidence.analyze.rules.series import HOUR_S, at, history, hourly, mean, median, window
 from evidence.analyze.rules.text import gib
 from evidence.analyze.window import INCIDENT_S, RECENT_S, Window, known
 
@@ -26,6 +26,7 @@ CLIMB_READINGS = 6  # half-hourly bundles through the incident window: enough to
 STEP_SETTLE = 3  # readings either side of a high-water's step: the line's level before and after
 STEP_RISES = 3  # a high-water rising over more readings than this climbs; it did not step
 LONGER = 1.05  # a record this much past the last is a longer conversation, not a few tokens
+LOAD_HELD = 1.25  # requests running within a quarter of where they were: the load held
 
 
 def card_kept_the_context(f: Facts) -> str | None:
@@ -132,10 +133,14 @@ def engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None:
     series = f.series[name]
     busier = busier_than_usual(f)
     spans = [w.incident(series), _before_filled(w, series, pool_size(f, name))]
-    since = _since_level(w, series)
+    since = since_level(w, series)
     if since and since[0][0] < w.start and not busier:
         # A climb of more hours than the incident window, under the usual load (under more,
         # it is the load's): a leak under load without a pause, which leaves no floors.
+        spans.append(since)
+    elif busier and load_held(f, since):
+        # More load than usual, but it came at once and held (a batch that filled the
+        # slots): the line climbing on through it is not the load's.
         spans.append(since)
     medians = next(filter(None, (_climbed_quarters(known(s), least) for s in spans)), None)
     if medians is None:
@@ -152,7 +157,7 @@ def engine_climbed(f: Facts, name: str, label: str, least: float) -> str | None:
             return None
         ended = "the engine went down, after a day held level"
     cache = [n for n in ("kv_cache", "context_high_water") if history(f, n)]
-    if any(shapes.climb(w.incident(f.series[n])).verdict for n in cache):
+    if any(_climbed_alongside(w.incident(f.series[n])) for n in cache):
         return None
     if any(grew for _, _, grew in model_contexts(f)):
         return None  # Ollama reloading its model with ever longer contexts: the cache
@@ -209,7 +214,27 @@ def rose_with_the_context(f: Facts, name: str, since: float) -> tuple[float, str
     )
 
 
-def _since_level(w: Window, series: shapes.Series) -> shapes.Series:
+def load_held(f: Facts, span: shapes.Series) -> bool:
+    """The load held level over the span: the requests running and waiting, on average,
+    within a quarter in its second half of what they were in its first, some in both. A
+    queue that kept deepening is more load, whatever the slots held."""
+    if not span:
+        return False
+    began, ended = span[0][0], span[-1][0]
+    waiting = dict(f.series.get("requests_waiting", []))
+    load = [
+        v + (waiting.get(t) or 0.0)
+        for t, v in f.series.get("requests_running", [])
+        if began <= t <= ended and v is not None
+    ]
+    if len(load) < CLIMB_READINGS:
+        return False
+    half = len(load) // 2
+    first, second = mean(load[:half]), mean(load[half:])
+    return first > 0 and second <= LOAD_HELD * first
+
+
+def since_level(w: Window, series: shapes.Series) -> shapes.Series:
     """The readings since the line last stood at its level of the day (its low, within
     FLOOR_NOISE of the way up to the failure): a leak under load without a pause climbs
     from there for as many hours as it takes, past any one incident window."""
@@ -220,6 +245,18 @@ def _since_level(w: Window, series: shapes.Series) -> shapes.Series:
     level = low + FLOOR_NOISE * (pts[-1][1] - low)
     left = max((i for i, (_, v) in enumerate(pts) if v <= level), default=0)
     return pts[left:]
+
+
+def _climbed_alongside(series: shapes.Series) -> bool:
+    """A cache that climbed through the incident window and was still climbing in its
+    second half (its last quarter's median past its second's): one that rose as a batch
+    began and then held did not climb alongside the hours that followed."""
+    if not shapes.climb(series).verdict:
+        return False
+    levels = known(series)
+    cuts = [i * len(levels) // 4 for i in range(5)]
+    medians = [median(levels[a:b]) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+    return len(medians) < 4 or medians[3] > LONGER * medians[1]
 
 
 def _climbed_quarters(levels: list[float], least: float) -> list[float] | None:
