@@ -183,18 +183,15 @@ def test_too_few_readings_are_a_gap_not_evidence_against(tmp_path):
     assert any("enough readings of requests waiting" in m for m in queue["missing"])
 
 
+def _llama_swap(name: str, model: str) -> dict:
+    """llama-swap's record listing one model ready (its /running, as it answers)."""
+    ready = {"models": [{"model": model, "state": "ready"}], "loaded": [model]}
+    return engine(name, "llama-swap", readings={"/running": ready})
+
+
 def test_swap_never_unloaded_is_two_sources_disagreeing(tmp_path):
     step = [30 * GIB if i < 200 else 62 * GIB for i in range(len(DAY))]
-    swap = engine(
-        "swap",
-        "llama-swap",
-        readings={
-            "/running": {
-                "models": [{"model": "qwen3-30b", "state": "ready"}],
-                "loaded": ["qwen3-30b"],
-            }
-        },
-    )
+    swap = _llama_swap("swap", "qwen3-30b")
     b = (
         base()
         .prometheus({"host_memory_available": available(noisy(step, 0.2 * GIB))})
@@ -212,16 +209,7 @@ def test_an_idle_squatter_is_not_a_forgotten_model(tmp_path):
     comfy = engine(
         "comfy", "comfyui", readings={"/queue": {"running": 0, "pending": 0, "running_ids": []}}
     )
-    swap = engine(
-        "swap",
-        "llama-swap",
-        readings={
-            "/running": {
-                "models": [{"model": "qwen3-30b", "state": "ready"}],
-                "loaded": ["qwen3-30b"],
-            }
-        },
-    )
+    swap = _llama_swap("swap", "qwen3-30b")
     b = (
         base()
         .engines([comfy, swap], [(t, [comfy, swap]) for t in WINDOW[::5]])
@@ -246,16 +234,7 @@ def _beside_llama_swaps_model(parent: int) -> Builder:
     """A 4090 full between two idle engines: llama-swap's qwen3-14b (llama-server, its
     child) and SGLang's llama-3.1-8b, which llama-swap no longer lists; the gateway failed.
     `parent`: SGLang's launcher's parent, llama-swap (1188) or init (started by hand)."""
-    swap = engine(
-        "llama-swap",
-        "llama-swap",
-        readings={
-            "/running": {
-                "models": [{"model": "qwen3-14b", "state": "ready"}],
-                "loaded": ["qwen3-14b"],
-            }
-        },
-    )
+    swap = _llama_swap("llama-swap", "qwen3-14b")
     idle = {"llamacpp:requests_processing": 0.0, "llamacpp:requests_deferred": 0.0}
     sglang = {"sglang:num_running_reqs": 0.0, "sglang:num_queue_reqs": 0.0}
     engines = [
