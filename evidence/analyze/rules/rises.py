@@ -253,9 +253,7 @@ def _climbed_alongside(series: shapes.Series) -> bool:
     began and then held did not climb alongside the hours that followed."""
     if not shapes.climb(series).verdict:
         return False
-    levels = known(series)
-    cuts = [i * len(levels) // 4 for i in range(5)]
-    medians = [median(levels[a:b]) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+    medians = _quarter_medians(known(series))
     return len(medians) < 4 or medians[3] > LONGER * medians[1]
 
 
@@ -267,13 +265,19 @@ def _climbed_quarters(levels: list[float], least: float) -> list[float] | None:
     the three hours before, a scrape dozens."""
     if len(levels) < CLIMB_READINGS:
         return None
-    cuts = [i * len(levels) // 4 for i in range(5)]
-    medians = [median(levels[a:b]) for a, b in zip(cuts, cuts[1:], strict=False)]
+    medians = _quarter_medians(levels)
     rises = [b - a for a, b in zip(medians, medians[1:], strict=False)]
     total = medians[-1] - medians[0]
     if min(rises) <= 0.05 * total or total < least or max(rises) > LEAK_ONE_JUMP * total:
         return None
     return medians
+
+
+def _quarter_medians(levels: list[float]) -> list[float]:
+    """The medians of the readings' four quarters, as even as their count allows (fewer
+    than four readings leave empty quarters out)."""
+    cuts = [i * len(levels) // 4 for i in range(5)]
+    return [median(levels[a:b]) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
 
 
 def _before_filled(w: Window, series: shapes.Series, pool: float | None) -> shapes.Series:
