@@ -174,6 +174,38 @@ def test_concurrency_overload_is_sustained_waiting(tmp_path):
     assert scores(result)["context-creep"] < 3
 
 
+def _batch_behind_free_slots(**kwargs) -> Builder:
+    """A burst ran 18 at once in the afternoon; tonight a batch sent faster than the cache
+    takes: ten running, the queue deepening to hundreds over the last two hours."""
+    running = [18.0 if 100 <= i < 103 else 10.0 if i >= 264 else 0.0 for i in range(len(DAY))]
+    return base(**kwargs).prometheus(
+        {
+            "host_memory_available": available(healthy_bursts()),
+            "requests_running": list(zip(DAY, running, strict=True)),
+            "requests_waiting": [
+                (t, 35.0 * (i - 263) if i >= 264 else 0.0) for i, t in enumerate(DAY)
+            ],  # fmt: skip
+            "kv_cache_usage": [(t, 0.01 + 0.05 * r) for t, r in zip(DAY, running, strict=True)],
+        }
+    )
+
+
+def test_a_batch_queued_behind_free_slots_with_nothing_failed_is_a_note(tmp_path):
+    """Captured by hand, every caller still served in turn, and fewer running than the
+    engine had run at once: the engine paced a batch, as it is built to. Said, not blamed."""
+    result = verdict(tmp_path, _batch_behind_free_slots())
+    assert result["verdict"] == "no-fault", scores(result)
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    assert queue["score"] == 2 and "nothing failed" in queue["evidence_for"][0], queue
+
+
+def test_the_same_queue_when_an_answer_timed_out_is_the_fault(tmp_path):
+    b = _batch_behind_free_slots(trigger=("healthcheck", "chat", "no answer within 60 s"))
+    b.checks(answered_while_timed_out(("chat", "http"), "chat", "no answer within 60 s"))
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "concurrency-overload", scores(result)
+
+
 def test_too_few_readings_are_a_gap_not_evidence_against(tmp_path):
     # Five readings of a queue that never emptied: too few to judge, and said so.
     b = base().prometheus({"requests_waiting": [(AT - 60 * i, 4.0) for i in range(5)]})
