@@ -3,6 +3,7 @@ hours before the failure against the machine's own earlier hours, and the archiv
 history where there is no Prometheus.
 """
 
+import re
 from collections.abc import Callable
 
 import pytest
@@ -1550,12 +1551,14 @@ def test_a_step_beside_loads_that_kept_their_context_is_still_a_model_kept(tmp_p
     assert any("the size of a model" in e for e in snu["evidence_for"]), snu
 
 
-def _model_loaded_two_hours_before(trigger: tuple[str, ...], kill: list[str]) -> Builder:
+def _model_loaded_two_hours_before(
+    trigger: tuple[str, ...], kill: list[str], size: float = 20 * GIB
+) -> Builder:
     """A GB10 (one 128 GiB pool, the host's line): 60 GiB in use all day, then two hours
-    before the failure Ollama loaded gemma3:27b, 20 GiB, and kept it. At the capture its
+    before the failure Ollama loaded gemma3:27b, `size`, and kept it. At the capture its
     /api/ps lists that one model and one runner holds the card."""
     n = len(DAY)
-    used = [80 * GIB if i >= n - 24 else 60 * GIB for i in range(n)]
+    used = [60 * GIB + size if i >= n - 24 else 60 * GIB for i in range(n)]
     b = history(base(trigger=trigger), {"host_memory_available": plain(
         "node_memory_MemAvailable_bytes", [TOTAL - u for u in used])})  # fmt: skip
     ps = {"/api/ps": {"models": [{"name": "gemma3:27b", "size": 20 * GIB, "size_vram": 20 * GIB}]}}
@@ -1565,11 +1568,14 @@ def _model_loaded_two_hours_before(trigger: tuple[str, ...], kill: list[str]) ->
     return b.gpu(processes=[(7001, "ollama", 20 * GIB)]).kernel(kill, times=[AT - 180] * len(kill))
 
 
-def test_a_model_step_where_the_manager_lists_that_one_model_alone_is_its_load(tmp_path):
+@pytest.mark.parametrize("size", [20 * GIB, 8 * GIB], ids=["a-tenth-of-the-pool", "less"])
+def test_a_model_step_where_the_manager_lists_that_one_model_alone_is_its_load(tmp_path, size):
     """The gateway's check timed out: the engine lived through it, so what Ollama lists at
     the capture is what it held in the hours before. One model, alone on the card: the step
-    is that model loaded when callers asked for it, nothing kept beside it."""
-    b = _model_loaded_two_hours_before(("healthcheck", "gateway", "no answer within 90 s"), [])
+    is that model loaded when callers asked for it, nothing kept beside it, whatever its
+    size."""
+    timed_out = ("healthcheck", "gateway", "no answer within 90 s")
+    b = _model_loaded_two_hours_before(timed_out, [], size)
     result = verdict(tmp_path, b)
     snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
     assert snu["score"] < 3, scores(result)
@@ -1586,6 +1592,76 @@ def test_the_same_step_before_the_kernel_killed_ollama_is_still_a_model_kept(tmp
     result = verdict(tmp_path, b)
     snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
     assert any("the size of a model" in e for e in snu["evidence_for"]), snu
+
+
+@pytest.mark.parametrize("rest", [True, False], ids=["rested-half-way", "at-once"])
+def test_a_rise_that_rested_half_way_is_no_model_loaded(tmp_path, rest):
+    """Ollama's card rose 40 GiB over an hour and a half, held there 100 minutes, and a load
+    failed, nothing in its log loading beside it. Resting 40 minutes at a quarter of the
+    way is a ratchet's clicks (a leak in the allocator); in one jump, the size of a model,
+    it is one kept."""
+    n = len(DAY)
+    climb = [18 * GIB] * 8 + [18 * GIB + 30 * GIB * (k + 1) / 10 for k in range(10)]
+    card = [8 * GIB] * (n - 38) + (climb if rest else [48 * GIB] * 18) + [48 * GIB] * 20
+    b = history(
+        base(trigger=("healthcheck", "ollama", "HTTP 500")),
+        {
+            "accelerator_memory_used": _series("dcgm", card),
+            "accelerator_memory_total": _series("dcgm", [80.0 * GIB] * n),
+        },
+    )
+    ps = {"/api/ps": {"models": [{"name": "qwen2.5-coder:7b", "size": 5 * GIB}]}}
+    b.engines([engine("ollama", "ollama", readings=ps)]).logs([OLLAMA_FAILED])
+    result = verdict(tmp_path, b)
+    snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert any("resting half-way" in e for e in snu["evidence_against"]) == rest, snu
+    assert (result["verdict"] == "swap-not-unloaded") != rest, scores(result)
+
+
+def _stepped_as_a_runner_started(lines: list[str]) -> Builder:
+    """A GB10 (one pool, the host's line): 110 GiB in use all day; half an hour before the
+    kernel killed Ollama the line stepped up 8 GiB (a sixteenth of the pool: no bigger than
+    a model of 14B) and stayed. At the capture, after its restart, Ollama lists one model
+    and one process holds the card; `lines`: its log."""
+    n = len(DAY)
+    used = [118 * GIB if i >= n - 6 else 110 * GIB for i in range(n)]
+    b = history(
+        base(trigger=("healthcheck", "gateway", "HTTP 502")),
+        {"host_memory_available": plain("node_memory_MemAvailable_bytes",
+                                        [TOTAL - u for u in noisy(used, 0.1 * GIB)])},
+    )  # fmt: skip
+    ps = {"/api/ps": {"models": [{"name": "gemma3:27b", "size": 20 * GIB, "size_vram": 20 * GIB}]}}
+    b.engines([engine("ollama", "ollama", readings=ps)]).logs(lines)
+    b.processes([{"pid": 7001, "name": "ollama", "rss_bytes": GIB,
+                  "cmdline": ["/usr/local/bin/ollama", "serve"]}])  # fmt: skip
+    kill = ["Out of memory: Killed process 7002 (ollama) total-vm:90000000kB, "
+            "anon-rss:7000000kB, file-rss:20000000kB, shmem-rss:0kB, UID:998 pgtables:9000kB "
+            "oom_score_adj:0"]  # fmt: skip
+    return b.gpu(processes=[(7001, "ollama", 20 * GIB)]).kernel(kill, times=[AT - 180])
+
+
+def _runner_started(blob: str, at: float) -> str:
+    """Ollama's load line for `blob`, written `at` as Go's slog writes its time."""
+    line = OLLAMA_LOAD.format(h=0, blob=blob, ctx=8192)
+    return re.sub(r"time=\S+", f"time={iso(at)}", line)
+
+
+@pytest.mark.parametrize(
+    ("lines", "kept"),
+    [
+        ([], False),
+        ([_runner_started("a1b2", AT - 1800)], True),
+        # The same weights loaded that morning too: unloaded when idle, loaded again.
+        ([_runner_started("a1b2", AT - 8 * 3600), _runner_started("a1b2", AT - 1800)], False),
+    ],
+    ids=["no-load-in-the-log", "a-new-model-loaded", "the-same-model-again"],
+)
+def test_a_small_step_is_a_model_kept_where_the_log_loads_a_new_one_with_it(tmp_path, lines, kept):
+    """No target says a server came up (Ollama starts its runners itself), but its log says
+    when it loaded which weights: the step that came with a model it had not loaded before
+    is a second model kept, however small beside the pool."""
+    result = verdict(tmp_path, _stepped_as_a_runner_started(lines))
+    assert (result["verdict"] == "swap-not-unloaded") == kept, scores(result)
 
 
 def _loaded_on_a_shared_pool(blobs: tuple[str, ...], failed: bool = False) -> Builder:

@@ -30,6 +30,7 @@ Invariants:
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 
 _LINES = (
     re.compile(
@@ -61,6 +62,8 @@ _LOAD = re.compile(
     r'starting llama server" cmd=".*?--model (?P<model>\S+).*?--ctx-size (?P<ctx>\d+)'
 )
 _PARALLEL = re.compile(r"--parallel (\d+)")
+# Go's slog writes each line's time first (`time=2025-03-05T06:58:54.116Z level=INFO ...`).
+_TIME = re.compile(r"\btime=(\S+)")
 # The tag that keeps these lines at ingest (analyze/tags.py): the same words.
 PATTERN = (
     r"Running: \d+ reqs, (?:Swapped: \d+ reqs, )?(?:Waiting|Pending): \d+|#running-req: \d+"
@@ -143,6 +146,7 @@ def truncations(lines: list[str]) -> list[bool]:
 class Load:
     model: str  # the weights' path, as the load line names it
     context: int  # the tokens one sequence may hold (num_ctx)
+    at: float | None = None  # unix seconds, where the line says when
 
 
 def loads(lines: list[str]) -> list[Load]:
@@ -153,5 +157,18 @@ def loads(lines: list[str]) -> list[Load]:
         if m:
             parallel = _PARALLEL.search(line)
             seqs = max(1, int(parallel.group(1))) if parallel else 1
-            out.append(Load(m["model"], int(m["ctx"]) // seqs))
+            when = _TIME.search(line)
+            out.append(Load(m["model"], int(m["ctx"]) // seqs, go_time(when and when[1])))
     return out
+
+
+def go_time(text: str | None) -> float | None:
+    """An RFC 3339 time as Go writes it (nanoseconds, a zone) in unix seconds."""
+    if not text:
+        return None
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)?$", text)
+    if not m:
+        return None
+    zone = "+00:00" if m.group(3) in (None, "Z") else m.group(3)
+    base = datetime.fromisoformat(m.group(1) + zone).timestamp()
+    return base + float(f"0.{m.group(2) or 0}")

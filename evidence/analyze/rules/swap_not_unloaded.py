@@ -1,7 +1,6 @@
 """The rule for swap-not-unloaded: "A model swap that never unloaded"."""
 
 import re
-from datetime import datetime
 from typing import Any
 
 from evidence.analyze import shapes
@@ -30,6 +29,7 @@ from evidence.analyze.rules.rises import (
     MODEL_LOADS_S,
     card_stayed,
     engine_climbed,
+    rested,
     rise,
 )
 from evidence.analyze.rules.series import (
@@ -43,6 +43,7 @@ from evidence.analyze.rules.series import (
     window,
 )
 from evidence.analyze.rules.text import GIB, blob, gib
+from evidence.analyze.statlines import go_time
 
 ROOM_LEFT = 0.9  # a memory line under this share of its pool still had room
 BIG_MODEL_SHARE = 0.10  # a step of a tenth of the pool that stays to a failure, on a box
@@ -197,7 +198,7 @@ def _overdue(f: Facts) -> str | None:
     `ollama ps` shows as 'Stopping...')."""
     captured = f.bundle["started_at"].timestamp()
     for m in f.models:
-        when = _instant(m.get("expires_at"))
+        when = go_time(m.get("expires_at"))
         if when is not None and captured - when > OVERDUE_S:
             size = f" ({gib(m['size_bytes'])})" if m["size_bytes"] else ""
             return (
@@ -240,24 +241,16 @@ def _slept_holding(f: Facts) -> str | None:
     return None
 
 
-def _instant(text: str | None) -> float | None:
-    """An RFC 3339 time as Go writes it (nanoseconds, a zone) in unix seconds."""
-    if not text:
-        return None
-    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)?$", text)
-    if not m:
-        return None
-    zone = "+00:00" if m.group(3) in (None, "Z") else m.group(3)
-    base = datetime.fromisoformat(m.group(1) + zone).timestamp()
-    return base + float(f"0.{m.group(2) or 0}")
-
-
 def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
     """A step up the size of a model that stays to the failure, at the moment a second
     server came up: the seeds' decisive coincidence, sized against the machine. Where the
     manager's one model is known to be alone (`one_model` says how), the step was that
     model loading."""
     w = window(f)
+    if w.failure and any(sign.source == "kill" for sign in w.failure.signs):
+        # The kernel killed the engine: what it lists at the capture is after its restart,
+        # not the set it held when the memory ran out.
+        one_model = None
     came_up = _servers_started(f)
     reloaded_at: list[float] = []  # when the card's step was its one model loaded again
     for name, label in memory_lines(f):
@@ -313,6 +306,16 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
             if began - COINCIDE_S <= t <= reached + COINCIDE_S
             and not any(abs(t - down) <= COINCIDE_S for down in fell_at)
         ]
+        # No target for it, but the engine's log says a model it had not loaded before came
+        # up with the step; a card that stood at that level before loads it again (the
+        # host's earlier levels may be anything else's).
+        if not with_server and not one_model:
+            loaded = _loaded_then(f, began, reached)
+            again = name == "accelerator_used" and _stood_there(series, began, step.after, model)
+            with_server = [] if again else loaded
+            if unlogged := _no_load_logged(f, began, reached):
+                j.evidence_against.append(f"the {label} stepped up {gib(size)}, but {unlogged}")
+                continue
         holders = [p for p in f.gpu_processes if (p["used_bytes"] or 0) >= SQUAT_GPU_BYTES]
         # Only the card's line is the engines' alone: the host's earlier levels may be
         # anything else's (a build, a browser).
@@ -346,6 +349,12 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
             # A split into two levels fits a climb too: quarter after quarter without a
             # pause up to the engine running out is no model loaded at once.
             j.evidence_against.append(f"the {label} step of {gib(size)} is no load: {climbed}")
+            continue
+        if not with_server and rested([p for p in series if began <= p[0] <= reached], step):
+            j.evidence_against.append(
+                f"the {label} rose {gib(size)} resting half-way for half an hour or more, with "
+                "nothing loaded beside it: a ratchet's clicks, not a model loaded at once"
+            )
             continue
         if not with_server and single_model(f):
             j.evidence_against.append(
@@ -405,14 +414,15 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
                 + (f" ({size / pool:.0%} of {gib(pool)}) and stayed until {w.failure.what}"
                    if big else "") + f": {step.why}",
             )  # fmt: skip
-        elif w.failure and w.failure.timed_out and size >= BIG_MODEL_SHARE * pool and one_model:
+        elif w.failure and w.failure.timed_out and one_model:
             # The manager lists one model and the card holds it alone: nothing was kept
             # beside it, the step is that model loaded when it was asked for. Only where the
             # engine lived through the failure (an answer too late) is the list at the
             # capture the one of the hours before: a kill and a restart leave another.
+            big = ", the size of a model," if size >= BIG_MODEL_SHARE * pool else ""
             j.evidence_against.append(
-                f"the {label} stepped up {gib(size)}, the size of a model, but {one_model}: "
-                "that model loaded on demand"
+                f"the {label} stepped up {gib(size)}{big} but {one_model}: that model loaded "
+                "on demand"
             )
         elif w.failure and size >= BIG_MODEL_SHARE * pool and loaded_models(f) is not None:
             # A model kept is what failed where the next one found no room. An answer that
@@ -432,6 +442,41 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
             # No manager loads models here and no server came up: a shape, not a model.
             j.add(1, f"{label} stepped up {gib(size)} and stayed: {step.why}")
         return
+
+
+def _loaded_then(f: Facts, began: float, reached: float) -> list[tuple[float, str]]:
+    """Models the engine's log says it loaded (Ollama starting a runner) in the incident
+    window, on a step's ramp or within COINCIDE_S of it, each the first load of its weights
+    in the log: a model loaded again is one it unloaded when idle, not a second, and one
+    reloaded with ever longer contexts is the same model growing (the creep's). A log's
+    first lines hours back hold whatever was loaded then, new or not."""
+    first: dict[str, float | None] = {}
+    for load in f.loads:
+        first.setdefault(load.model, load.at)
+    grown = {name for name, _, grew in model_contexts(f) if grew}
+    start = window(f).start
+    return [
+        (t, f"the engine's runner for {blob(model)}")
+        for model, t in first.items()
+        if t is not None
+        and max(start, began - COINCIDE_S) <= t <= reached + COINCIDE_S
+        and blob(model) not in grown
+    ]
+
+
+def _no_load_logged(f: Facts, began: float, reached: float) -> str | None:
+    """Ollama logs every runner it starts: where its log reaches back past a step and
+    starts none on it or within COINCIDE_S, no model loaded with the step. In words; None
+    where the log does not reach back that far or a load came with it."""
+    times = [load.at for load in f.loads if load.at is not None]
+    if not times or min(times) > began - COINCIDE_S:
+        return None
+    if any(began - COINCIDE_S <= t <= reached + COINCIDE_S for t in times):
+        return None
+    return (
+        f"the engine's log, which shows its loads from {at(f, min(times))}, started no "
+        f"model {at(f, began)}: no model loaded with it"
+    )
 
 
 def _stood_there(
