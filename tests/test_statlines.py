@@ -163,6 +163,34 @@ def test_nothing_moving_behind_a_full_cache_is_how_the_context_ended(tmp_path, k
     assert any("no room left to go on" in e for e in wedged["evidence_against"]) == full, wedged
 
 
+@pytest.mark.parametrize(
+    ("kv", "want"), [("55.0", "context-creep"), ("20.0", "concurrency-overload")]
+)
+def test_a_queue_behind_one_request_holding_more_than_the_cache_has_left_is_the_context(
+    tmp_path, kv, want
+):
+    """One request running while others waited, holding 55 % of vLLM's KV cache: the 45 %
+    left cannot take another as long, so the cache, not a slot, held them back. Holding
+    20 %, the cache had room for four more: the slots were the limit."""
+    lines = [V1.format(s=i, r=1, w=2 + i % 3, kv=kv) for i in range(12)]
+    b = base(trigger=("healthcheck", "gateway", "no answer within 60 s")).logs(lines)
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == want, scores(result)
+
+
+def test_each_request_filling_the_whole_cache_in_turn_is_the_context(tmp_path):
+    """vLLM answering one request at a time, each filling its whole KV cache, idle between
+    them, until the check timed out: conversations as long as the cache holds. Tokens were
+    read and generated in every line: the engine worked, it did not hang."""
+    lines = [V1.format(s=i, r=i % 2, w=0, kv="100.0" if i % 2 else "0.0") for i in range(12)]
+    b = base(trigger=("healthcheck", "gateway", "no answer within 60 s")).logs(lines)
+    b.checks(answered_while_timed_out(("vllm", "http"), "gateway", "no answer within 60 s"))
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "context-creep", scores(result)
+    live = next(c for c in result["candidates"] if c["fault"] == "false-liveness")
+    assert any("it was working, not stuck" in e for e in live["evidence_against"]), live
+
+
 def test_a_full_cache_shared_by_many_running_requests_is_still_overload(tmp_path):
     """The look-alike: the same full cache and the same queue, shared by 24 requests
     running at once: more callers than the engine can hold."""

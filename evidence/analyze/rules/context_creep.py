@@ -4,6 +4,7 @@ from evidence.analyze import shapes
 from evidence.analyze.facts import Facts
 from evidence.analyze.rules.callers import another_model_served, busier_than_usual
 from evidence.analyze.rules.context_length import (
+    CACHE_FULL,
     CREEP_OVER_USUAL,
     KV_ROOM,
     STATS_QUEUE_SHARE,
@@ -84,6 +85,11 @@ def _creep_in_stats(f: Facts, j: Judgement) -> None:
         j.add(3 if window(f).failure else 1, said)
     elif (bound := cache_bound(f)) and window(f).failure:
         j.add(3, f"{bound}; {said}")
+    elif window(f).failure and median(per) >= CACHE_FULL:
+        # The cache holds many sequences of the longest context the engine was started
+        # for; one request holding all of it is a conversation grown to the cache's size,
+        # and whoever comes next waits for it to end.
+        j.add(3, f"each request running held the whole KV cache: {said}")
     else:
         j.evidence_against.append(said)
 

@@ -26,21 +26,23 @@ POOLED_OVER = 1.5  # ... and half as long again as the day's run together
 
 
 def cache_bound(f: Facts) -> str | None:
-    """The engine's stats lines say what held the queue: where requests waited, the KV
-    cache was full and a handful of running requests held all of it. vLLM and SGLang admit
-    a request when its cache fits, not when a slot frees: one long context keeps everyone
-    else waiting, and more slots would not have let one more in."""
+    """The engine's stats lines say what held the queue: where requests waited, a handful
+    of running requests held so much of the KV cache that what was left could not take
+    one more as long. vLLM and SGLang admit a request when its cache fits, not when a slot
+    frees: one long context keeps everyone else waiting, and more slots would not have let
+    one more in."""
     queued = [r for r in f.stats if r.waiting > 0 and r.running and r.cache is not None]
     if len(queued) < STATS_QUEUE_SHARE * len(f.stats) or len(queued) < PROGRESS_LINES:
         return None
     used = median([r.cache or 0.0 for r in queued])
     each = median([(r.cache or 0.0) / r.running for r in queued])
-    if used < CACHE_FULL or each < CACHE_PER_REQUEST:
+    if each < CACHE_PER_REQUEST or 1.0 - used >= each:
         return None
+    room = "a full KV cache" if used >= CACHE_FULL else f"a KV cache {used:.0%} used"
     return (
-        f"requests waited behind a full KV cache in {len(queued)} of the engine's last "
-        f"{len(f.stats)} stats lines: {used:.0%} used by {used / each:.0f} running: the "
-        "contexts held the cache, not more callers than slots"
+        f"requests waited behind {room} in {len(queued)} of the engine's last "
+        f"{len(f.stats)} stats lines: {used / each:.0f} running held {each:.0%} of it each, "
+        "more than was left: the contexts held the cache, not more callers than slots"
     )
 
 

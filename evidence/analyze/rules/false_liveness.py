@@ -62,6 +62,13 @@ def _working(f: Facts) -> str | None:
     done = f.lines.get("request-done", [])
     if len(done) >= PROGRESS_LINES:
         return f"the engine's log shows {len(done)} requests answered (the last: {done[-1][:120]})"
+    tail = f.stats[-PROGRESS_LINES:]
+    if len(tail) == PROGRESS_LINES and all(r.throughput for r in tail):
+        # vLLM and SGLang say what they read and generated since their line before.
+        return (
+            f"the engine's last {PROGRESS_LINES} stats lines say it read or generated tokens "
+            f"in each ({tail[-1].throughput:.0f} tokens/s in the last)"
+        )
     w = window(f)
     for name, words in PROGRESS:
         pts = [(t, v) for t, v in w.upto(f.series.get(name, [])) if v is not None and t <= w.end]
