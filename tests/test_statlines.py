@@ -293,6 +293,19 @@ def test_prompts_filling_the_slot_beside_a_check_that_timed_out_are_creep(tmp_pa
     assert "the prompts nearly fill the slot" in result["candidates"][0]["evidence_for"][0]
 
 
+@pytest.mark.parametrize("earlier", [13000.0, 16000.0], ids=["a-new-high", "as-high-all-day"])
+def test_the_same_prompts_beside_a_high_water_that_did_not_tell_are_creep(tmp_path, earlier):
+    """Prometheus has the context high-water: an agent box's contexts were long all day
+    (13,000 tokens at most before), and tonight's 16,000 is a new high, if not a quarter
+    past it. The log still says each prompt fills its slot, and the queue's rule defers to
+    that. Where the high-water stood at 16,000 all day, prompts as long ran earlier too."""
+    day = [AT - 86400 + 300 * i for i in range(288)]
+    mark = [(t, 16000.0 if i >= 276 else earlier) for i, t in enumerate(day)]
+    b = _full_slot_prompts("no answer within 60 s").prometheus({"context_high_water": mark})
+    result = verdict(tmp_path, b)
+    assert (result["verdict"] == "context-creep") == (earlier < 16000), scores(result)
+
+
 def test_the_same_prompts_beside_a_check_refused_are_not_enough(tmp_path):
     result = verdict(tmp_path, _full_slot_prompts("HTTP 502"))
     assert result["verdict"] != "context-creep", scores(result)

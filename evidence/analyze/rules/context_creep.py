@@ -58,10 +58,16 @@ def context_creep(f: Facts) -> Judgement:
         if held := card_kept_the_context(f):
             j.add(3, held)
         return j
+    higher = False
     if lengths or any(history(f, n) for n in cache):
-        _creep_in_window(f, j, [n for n in cache if history(f, n)])
+        higher = _creep_in_window(f, j, [n for n in cache if history(f, n)])
     else:
         _creep_in_bundle(f, j, cache)
+    if cache and higher and not j.score:
+        # The cache's metrics set a new high, too little to tell a creep by; the log says
+        # each request's length against its slot (the queue's rule defers to prompts that
+        # fill it). Where they stayed in the day's range, prompts as long ran earlier too.
+        _prompts_in_log(f, j)
     if f.lines.get("kv-cache") and j.score:
         j.add(1, f"the log mentions the KV cache: {last(f, 'kv-cache')}")
     return j
@@ -186,9 +192,11 @@ def _creep_in_bundle(f: Facts, j: Judgement, cache: list[str]) -> None:
         j.add(1, f"{memory[1]} climbed with it")
 
 
-def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
+def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> bool:
     """The cache held per running request in the hour before the failure, against the
-    highest hourly level of the rest of the day: longer conversations, not more of them."""
+    highest hourly level of the rest of the day: longer conversations, not more of them.
+    Whether any measure read higher in the hour before than in any hour earlier."""
+    higher = False
     w = window(f)
     running = f.series.get("requests_running", [])
     prompts = _prompts_grew(f, j)
@@ -216,6 +224,7 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
             j.missing.append(f"readings of {words} in the hour before and earlier in the day")
             continue
         now, before = against
+        higher = higher or now > before
         said = f"{label} {shapes.plain(now)} in the hour before, against at most " + (
             f"{shapes.plain(before)} in any hour earlier"
         )
@@ -273,6 +282,7 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> None:
             # The same load confirms a creep; beside notes alone it would make a verdict
             # of a healthy day's drift, or a rival of a high-water's natural climb.
             j.add(1, "requests running stayed in their usual range: the same load, more cache")
+    return higher
 
 
 def _memory_followed(f: Facts) -> str | None:
