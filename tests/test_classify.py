@@ -174,6 +174,37 @@ def test_concurrency_overload_is_sustained_waiting(tmp_path):
     assert scores(result)["context-creep"] < 3
 
 
+def _queue_in_the_last_minutes(running_now: float) -> Builder:
+    """An evaluation script twenty hours ago: 16 running (the slots) and 24 waiting for a
+    quarter hour. Tonight, scraped every minute through the last hour, `running_now` ran,
+    the slots filled in its last minutes and 9, 15, then 24 waited when the completion
+    check timed out."""
+    stamps = DAY[:-12] + [DAY[-12] + 60 * k for k in range(60)]
+    running = [16.0 if 40 <= i < 43 else 4.0 for i in range(len(DAY) - 12)]
+    running += [running_now] * 56 + [16.0] * 4
+    waiting = [24.0 if 40 <= i < 43 else 0.0 for i in range(len(stamps) - 3)] + [9.0, 15.0, 24.0]
+    b = base(trigger=("healthcheck", "chat", "no answer within 120 s")).prometheus(
+        {
+            "host_memory_available": available(healthy_bursts()),
+            "requests_running": list(zip(stamps, running, strict=True)),
+            "requests_waiting": list(zip(stamps, waiting, strict=True)),
+            "kv_cache_usage": [(t, 0.02 * r) for t, r in zip(stamps, running, strict=True)],
+        }
+    )
+    return b.checks(answered_while_timed_out(("chat", "http"), "chat", "no answer within 120 s"))
+
+
+@pytest.mark.parametrize("running_now", [12.0, 4.0], ids=["more-callers", "the-usual-load"])
+def test_a_queue_of_minutes_behind_more_callers_than_ever_is_overload(tmp_path, running_now):
+    """The queue at the timeout is no deeper than the script's, and lasted minutes: no
+    share of the hour. But with more running than in any hour before and every slot taken,
+    more callers than slots is what the answer waited behind. At the usual load, the same
+    minutes of queue say nothing of callers."""
+    result = verdict(tmp_path, _queue_in_the_last_minutes(running_now))
+    more = running_now > 4
+    assert (result["verdict"] == "concurrency-overload") == more, scores(result)
+
+
 def _batch_behind_free_slots(**kwargs) -> Builder:
     """A burst ran 18 at once in the afternoon; tonight a batch sent faster than the cache
     takes: ten running, the queue deepening to hundreds over the last two hours."""

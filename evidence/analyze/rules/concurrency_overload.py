@@ -2,7 +2,7 @@
 
 from evidence.analyze import shapes, statlines
 from evidence.analyze.facts import Facts
-from evidence.analyze.rules.callers import QUEUE_DEEPER, slots_held
+from evidence.analyze.rules.callers import QUEUE_DEEPER, busier_than_usual, slots_held
 from evidence.analyze.rules.context_length import (
     PROMPT_MIN_GENERATED,
     STATS_QUEUE_SHARE,
@@ -366,6 +366,10 @@ def _queue_in_window(f: Facts, j: Judgement) -> bool:
         # answer did not come in time behind them, or the sequences they brought in ran
         # the card out.
         j.add(3, f"requests piled up in the minutes before {w.failure.what}: {burst}")
+    elif timed_out and (crowd := _crowded(f, series, w.end)):
+        # A queue no deeper than a busy spell's earlier in the day, but behind more callers
+        # than any hour before, every slot taken, when the answer did not come in time.
+        j.add(3, f"requests piled up behind full slots when {w.failure.what}: {crowd}")
     elif share >= QUEUE_SHARE:
         j.evidence_against.append(f"requests waited as much earlier in the day: {said}")
     elif share > 0:
@@ -379,16 +383,34 @@ def _burst(series: shapes.Series, before: shapes.Series, end: float) -> str | No
     """The queue that holds the readings of the last BURST_S to the end (at least two of
     them), on average deeper than QUEUE_AT_CAPTURE and QUEUE_DEEPER times the deepest
     reading before the hour of the failure."""
-    last = known([(t, v) for t, v in series if t >= end - BURST_S])
-    run = next((i for i, v in enumerate(reversed(last)) if v <= 0), len(last))
-    tail = last[len(last) - run :]
+    tail = _queue_at_end(series, end)
     deepest = max(known(before), default=0.0)
-    if run < 2 or mean(tail) < max(QUEUE_AT_CAPTURE, QUEUE_DEEPER * deepest):
+    if len(tail) < 2 or mean(tail) < max(QUEUE_AT_CAPTURE, QUEUE_DEEPER * deepest):
         return None
     return (
-        f"{mean(tail):.0f} waiting on average over its last {run} readings (up to "
+        f"{mean(tail):.0f} waiting on average over its last {len(tail)} readings (up to "
         f"{max(tail):.0f}), against at most {deepest:.0f} at any reading before"
     )
+
+
+def _queue_at_end(series: shapes.Series, end: float) -> list[float]:
+    """The readings of the last BURST_S that end the series with requests waiting."""
+    last = known([(t, v) for t, v in series if t >= end - BURST_S])
+    run = next((i for i, v in enumerate(reversed(last)) if v <= 0), len(last))
+    return last[len(last) - run :]
+
+
+def _crowded(f: Facts, series: shapes.Series, end: float) -> str | None:
+    """The queue that holds the readings of the last BURST_S to the end (at least two of
+    them, QUEUE_AT_CAPTURE deep on average) while the slots held and more ran than in any
+    hour before, in words; None otherwise."""
+    tail = _queue_at_end(series, end)
+    if len(tail) < 2 or mean(tail) < QUEUE_AT_CAPTURE:
+        return None
+    busier = busier_than_usual(f)
+    if not (busier and slots_held(f)):
+        return None
+    return f"{mean(tail):.0f} waiting over its last {len(tail)} readings; {busier}"
 
 
 def _hourly_shares(series: shapes.Series) -> list[float]:
