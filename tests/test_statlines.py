@@ -178,17 +178,35 @@ def test_a_queue_behind_one_request_holding_more_than_the_cache_has_left_is_the_
     assert result["verdict"] == want, scores(result)
 
 
+def _beside_a_deep_check_timed_out(tmp_path, lines: list[str]) -> tuple[str, list[str]]:
+    """The verdict on vLLM's stats lines `lines` where its own endpoint answered and the
+    gateway's completion check timed out, and what false-liveness says against itself."""
+    b = base(trigger=("healthcheck", "gateway", "no answer within 60 s")).logs(lines)
+    b.checks(answered_while_timed_out(("vllm", "http"), "gateway", "no answer within 60 s"))
+    result = verdict(tmp_path, b)
+    live = next(c for c in result["candidates"] if c["fault"] == "false-liveness")
+    return result["verdict"], live["evidence_against"]
+
+
 def test_each_request_filling_the_whole_cache_in_turn_is_the_context(tmp_path):
     """vLLM answering one request at a time, each filling its whole KV cache, idle between
     them, until the check timed out: conversations as long as the cache holds. Tokens were
     read and generated in every line: the engine worked, it did not hang."""
     lines = [V1.format(s=i, r=i % 2, w=0, kv="100.0" if i % 2 else "0.0") for i in range(12)]
-    b = base(trigger=("healthcheck", "gateway", "no answer within 60 s")).logs(lines)
-    b.checks(answered_while_timed_out(("vllm", "http"), "gateway", "no answer within 60 s"))
-    result = verdict(tmp_path, b)
-    assert result["verdict"] == "context-creep", scores(result)
-    live = next(c for c in result["candidates"] if c["fault"] == "false-liveness")
-    assert any("it was working, not stuck" in e for e in live["evidence_against"]), live
+    named, against = _beside_a_deep_check_timed_out(tmp_path, lines)
+    assert named == "context-creep", against
+    assert any("it was working, not stuck" in e for e in against), against
+
+
+def test_a_shallow_check_answering_beside_that_stop_is_how_the_context_ended_too(tmp_path):
+    """The same stop behind a cache full of one request, where the engine's own endpoint
+    answered and the completion did not: the port up and nothing answering is how the
+    creep looked from outside, not a layer that hung."""
+    lines = [V1.format(s=i, r=1, w=9 + i % 4, kv="99.1") for i in range(12)]
+    lines[-1] = lines[-1].replace("812.4", "0.0").replace("61.0", "0.0")
+    named, against = _beside_a_deep_check_timed_out(tmp_path, lines)
+    assert named == "context-creep", against
+    assert any("no room left to go on" in e for e in against), against
 
 
 def test_a_full_cache_shared_by_many_running_requests_is_still_overload(tmp_path):
