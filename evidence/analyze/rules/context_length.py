@@ -6,7 +6,7 @@ from itertools import groupby
 from evidence.analyze import shapes
 from evidence.analyze.facts import Facts
 from evidence.analyze.rules.callers import busier_than_usual
-from evidence.analyze.rules.engine_log import PROGRESS_LINES
+from evidence.analyze.rules.engine_log import PROGRESS_LINES, stopped_in_stats
 from evidence.analyze.rules.series import HOUR_S, history, hourly, hourly_increase, median, window
 from evidence.analyze.rules.text import blob
 from evidence.analyze.window import INCIDENT_S, RECENT_S, Window, known
@@ -44,6 +44,14 @@ def cache_bound(f: Facts) -> str | None:
         f"{len(f.stats)} stats lines: {used / each:.0f} running held {each:.0%} of it each, "
         "more than was left: the contexts held the cache, not more callers than slots"
     )
+
+
+def stopped_for_the_cache(f: Facts) -> str | None:
+    """The engine's stats lines say nothing moved while the cache was full of what ran: the
+    contexts left no room to go on, how a creep ends, where one led there (a hang holds no
+    cache). In words; None otherwise."""
+    held = cache_bound(f) if stopped_in_stats(f) else None
+    return f"{held}: no room left to go on" if held else None
 
 
 def thirds(values: list[float]) -> tuple[float, float]:

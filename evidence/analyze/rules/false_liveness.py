@@ -2,7 +2,7 @@
 
 from evidence.analyze.facts import Facts
 from evidence.analyze.rules.checks import contrast, silent_engines
-from evidence.analyze.rules.context_length import cache_bound
+from evidence.analyze.rules.context_length import stopped_for_the_cache
 from evidence.analyze.rules.engine_log import (
     PROGRESS,
     PROGRESS_LINES,
@@ -43,11 +43,10 @@ def false_liveness(f: Facts) -> Judgement:
             f"{working}: it was working, not stuck"
             + ("" if hung else ", and the engines' own endpoints answered at the capture")
         )
-    if j.score and stopped_in_stats(f) and (held := cache_bound(f)):
-        # Nothing answered because the engine stopped with its cache full of what ran: the
-        # contexts left no room to go on, how a creep ends, where one led there.
+    if j.score and (ended := stopped_for_the_cache(f)):
+        # Nothing answered because the engine stopped behind its full cache.
         j.ending = True
-        j.evidence_against.append(f"{held}: no room left to go on")
+        j.evidence_against.append(ended)
     queue = _queued_at_capture(f)
     if j.score and queue:
         # The engine answered and was working through a queue: the deep check waited its

@@ -1,7 +1,7 @@
 """The rule for wedged-no-progress: "Really stuck: busy, and no progress"."""
 
 from evidence.analyze.facts import Facts
-from evidence.analyze.rules.context_length import cache_bound
+from evidence.analyze.rules.context_length import stopped_for_the_cache
 from evidence.analyze.rules.engine_log import PROGRESS, stopped_in_stats
 from evidence.analyze.rules.judgement import Judgement, rule
 from evidence.analyze.rules.series import readings, window
@@ -19,11 +19,9 @@ def wedged_no_progress(f: Facts) -> Judgement:
         stopped = stopped_in_stats(f)
         if stopped and window(f).failure:
             j.add(4, f"{stopped}: busy and nothing moved")
-            if held := cache_bound(f):
-                # Nothing moved with the cache full of what ran: the contexts left no room
-                # to go on, how a creep ends, where one led there; a hang holds no cache.
+            if ended := stopped_for_the_cache(f):
                 j.ending = True
-                j.evidence_against.append(f"{held}: no room left to go on")
+                j.evidence_against.append(ended)
             return j
         j.missing.append(
             "an engine's progress counter (generated tokens, decode calls, or its slots' tokens)"
