@@ -10,16 +10,16 @@ from evidence.analyze.rules.pressure import (
     PSI_SOME_HIGH,
     SWAP_FILLED_BYTES,
     pushed_out,
+    read_back,
     stall_shares,
+    swap_taken,
+    swapped_out,
+    thrashed,
 )
 from evidence.analyze.rules.ran_out import killed_unseen, kills_in_history, recent_kills
-from evidence.analyze.rules.series import hourly, median, per_second, readings, window
+from evidence.analyze.rules.series import readings, window
 from evidence.analyze.rules.text import gib
-from evidence.analyze.window import RECENT_S, known
 
-SWAPPING_PAGES_S = 10  # pages swapped out per second, through the hour: thrashing, not a blip
-MAJOR_FAULTS_S = 100  # pages read back from disk per second, through the hour
-MAJOR_FAULTS_PAST = 10  # ... and this many times the most of any hour before
 # Reclaim counters that moved this much in the thirty seconds are pressure, not the trickle
 # every box has: a thousand pages faulted back is 4 MiB re-read, one compaction stall is a
 # task that waited for free memory.
@@ -30,10 +30,13 @@ PSI_HISTORY_FAILED = 0.05  # PSI_HISTORY_HIGH's 10% is 5% where a service failed
 @rule("memory-pressure-stall")
 def memory_pressure_stall(f: Facts) -> Judgement:
     j = Judgement()
+    seen = False  # the stall read in the history, whichever counters this box has
     if f.has("psi_some_seconds") and window(f).has_history(f.series["psi_some_seconds"]):
-        _stall_in_window(f, j)
+        seen = _stall_in_window(f, j)
     elif f.has("compressed_history"):
-        _compressed_in_window(f, j)
+        seen = _compressed_in_window(f, j)
+    elif f.has("majfault_history"):
+        seen = _thrashed_in_window(f, j)
     _ran_out(f, j)
     failure = window(f).failure
     if failure and not failure.timed_out:
@@ -41,6 +44,15 @@ def memory_pressure_stall(f: Facts) -> Judgement:
         # what filled the memory: the stall came with it, and a cause takes both.
         j.ending = True
     some = readings(f, "psi_some")
+    if some and max(some) >= PSI_SOME_HIGH:
+        j.add(2, f"tasks stalled on memory {max(some):.0f}% of the time (PSI some avg10)")
+        sustained = shapes.sustained(f.series["psi_some"], above=PSI_SOME_HIGH, min_fraction=0.5)
+        if sustained.verdict:
+            j.add(1, f"the stall lasted: {sustained.why}")
+        seen = True
+    if seen and failure and failure.timed_out and not recent_kills(f):
+        # A stall's own way of failing: everything slows, nothing is killed.
+        j.add(1, f"{failure.what} timed out while tasks stalled, and nothing was killed")
     churn = _reclaim_churn(f)
     if not some:
         if not j.score:
@@ -49,14 +61,6 @@ def memory_pressure_stall(f: Facts) -> Judgement:
             # Without PSI (an older kernel, a container), reclaim's own counters say it.
             j.add(2, "the kernel reclaimed hard through the window: " + "; ".join(churn))
         return j
-    if max(some) >= PSI_SOME_HIGH:
-        j.add(2, f"tasks stalled on memory {max(some):.0f}% of the time (PSI some avg10)")
-        sustained = shapes.sustained(f.series["psi_some"], above=PSI_SOME_HIGH, min_fraction=0.5)
-        if sustained.verdict:
-            j.add(1, f"the stall lasted: {sustained.why}")
-        if failure and failure.timed_out and not recent_kills(f):
-            # A stall's own way of failing: everything slows, nothing is killed.
-            j.add(1, f"{failure.what} timed out while tasks stalled, and nothing was killed")
     full = readings(f, "psi_full")
     if full and max(full) >= PSI_FULL_HIGH:
         j.add(1, f"all tasks stalled together {max(full):.0f}% of the time (PSI full avg10)")
@@ -108,13 +112,13 @@ def _ran_out(f: Facts, j: Judgement) -> None:
         )
 
 
-def _stall_in_window(f: Facts, j: Judgement) -> None:
+def _stall_in_window(f: Facts, j: Judgement) -> bool:
     """node-exporter's stall counters over the hour before the failure, against the worst
     hour of the rest of the day; swap filling and pages swapped out beside them."""
     shares = stall_shares(f)
     if shares is None:
         j.missing.append("readings of memory stall time in the hour before the failure")
-        return
+        return False
     now, worst = shares
     said = f"tasks stalled on memory {now:.0%} of the hour before, against {worst:.0%} at worst"
     # With a failure to explain, a milder stall far past the machine's usual is one.
@@ -123,66 +127,62 @@ def _stall_in_window(f: Facts, j: Judgement) -> None:
         j.add(3, f"{said} in any hour earlier (node-exporter PSI)")
     else:
         j.evidence_against.append(f"{said} earlier")
-        return
+        return False
     if _swap_filled(f, j) is False:
         j.score -= 1
         j.evidence_against.append(
             "swap did not fill in the incident window: the working set still fit"
         )
-    out = known(window(f).last(per_second(f.series.get("pswpout_history", [])), RECENT_S))
-    if out and median(out) >= SWAPPING_PAGES_S:
-        j.add(1, f"pages were swapped out through the hour ({median(out):.0f}/s)")
-    if faulted := _read_back(f):
+    if out := swapped_out(f):
+        j.add(1, out)
+    if faulted := read_back(f):
         j.add(1, faulted)
+    return True
 
 
-def _read_back(f: Facts) -> str | None:
-    """Pages read back from disk (major faults) through the hour before, far past any hour
-    earlier, in words. With no swap, or beside it, what a stall evicts is the page cache,
-    a model's mapped weights among it, read back again at each use."""
-    w = window(f)
-    rate = per_second(w.upto(f.series.get("majfault_history", [])))
-    recent = known(w.last(rate, RECENT_S))
-    if len(recent) < 3:
-        return None
-    now, worst = median(recent), max(hourly(w.reference(rate), median), default=0.0)
-    if now < MAJOR_FAULTS_S or now < MAJOR_FAULTS_PAST * worst:
-        return None
-    return (
-        f"pages were read back from disk through the hour ({now:.0f} major faults/s, against "
-        f"{worst:.0f} at most in any hour earlier): what was evicted was needed again"
-    )
+def _thrashed_in_window(f: Facts, j: Judgement) -> bool:
+    """A Linux box whose node-exporter has no stall counters (a kernel without PSI, the
+    pressure collector off) shows a stall by what it did (pressure.thrashed): pages read
+    back from disk far past any hour earlier while swap filled or took pages (on a box
+    without swap, the read back alone). Read back while swap stood still is a page cache
+    evicted by anything: said against, not for."""
+    faulted = read_back(f)
+    if not faulted:
+        return False
+    if not thrashed(f):
+        j.evidence_against.append(f"{faulted}, but swap did not move: the page cache, not a stall")
+        return False
+    j.add(3, f"{faulted} (node-exporter has no stall counters here)")
+    _swap_filled(f, j)
+    if out := swapped_out(f):
+        j.add(1, out)
+    return True
 
 
 def _swap_filled(f: Facts, j: Judgement) -> bool | None:
     """Swap taking SWAP_FILLED_BYTES more through the incident window (a point for the
-    stall); None where no swap history was read, or the machine has none. Linux's swap
-    is a fixed size, read by what is free; macOS's use is read directly."""
-    w = window(f)
-    used = known(w.incident(f.series.get("swap_used_history", [])))
-    free = known(w.incident(f.series.get("swap_free_history", [])))
-    if not used and not free:
+    stall); None where no swap history was read, or the machine has none."""
+    taken = swap_taken(f)
+    if taken is None:
         return None
-    if not used and max(known(f.series.get("swap_total_history", [])), default=0.0) <= 0:
-        return None  # no swap at all: nothing could fill, and its absence says nothing
-    taken = used[-1] - used[0] if used else free[0] - free[-1]
     if taken >= SWAP_FILLED_BYTES:
         j.add(1, f"swap filled in the incident window: {gib(taken)} more used")
         return True
     return False
 
 
-def _compressed_in_window(f: Facts, j: Judgement) -> None:
+def _compressed_in_window(f: Facts, j: Judgement) -> bool:
     """macOS has no PSI: under pressure its compressor takes pages in, then it swaps. What
     did not fit in RAM past the day's usual is the stall; swap filling beside it adds (its
     absence takes nothing away: the compressor is the first resort)."""
     pushed = pushed_out(f)
     if pushed is None:
         j.missing.append("readings of compressed memory before the failure and earlier")
-        return
+        return False
     past, said = pushed
     if not past:
         j.evidence_against.append(said)
-        return
+        return False
     j.add(3, f"{said}: its compressor worked through the stall (macOS has no PSI)")
     _swap_filled(f, j)
+    return True

@@ -12,6 +12,9 @@ SWAP_FILLED_BYTES = 1 * GIB  # swap taking a GiB more in the hours before: it di
 COMPRESSED_SHARE = 0.05  # macOS compressing this share of its memory more than any hour before
 COMPRESSED_SHARE_FAILED = 0.025  # half that where a service failed, at least twice the most
 PSI_HISTORY_HIGH = 0.10  # stalled 10% of the time over the hour before (node-exporter)
+SWAPPING_PAGES_S = 10  # pages swapped out per second, through the hour: thrashing, not a blip
+MAJOR_FAULTS_S = 100  # pages read back from disk per second, through the hour
+MAJOR_FAULTS_PAST = 10  # ... and this many times the most of any hour before
 
 
 def stalled(f: Facts) -> bool:
@@ -24,7 +27,60 @@ def stalled(f: Facts) -> bool:
     if shares is not None and shares[0] >= PSI_HISTORY_HIGH:
         return True
     pushed = pushed_out(f)
-    return bool(pushed and pushed[0])
+    if pushed and pushed[0]:
+        return True
+    return not history(f, "psi_some_seconds") and thrashed(f)
+
+
+def thrashed(f: Facts) -> bool:
+    """Pages read back from disk through the hour before far past any hour earlier, while
+    swap filled or took pages through it (on a box with none, the read back alone): a
+    working set that did not fit, read from node-exporter's vmstat where it has no stall
+    counters."""
+    if not read_back(f):
+        return False
+    taken = swap_taken(f)
+    return taken is None or taken >= SWAP_FILLED_BYTES or bool(swapped_out(f))
+
+
+def read_back(f: Facts) -> str | None:
+    """Pages read back from disk (major faults) through the hour before, far past any hour
+    earlier, in words. With no swap, or beside it, what a stall evicts is the page cache,
+    a model's mapped weights among it, read back again at each use."""
+    w = window(f)
+    rate = per_second(w.upto(f.series.get("majfault_history", [])))
+    recent = known(w.last(rate, RECENT_S))
+    if len(recent) < 3:
+        return None
+    now, worst = median(recent), max(hourly(w.reference(rate), median), default=0.0)
+    if now < MAJOR_FAULTS_S or now < MAJOR_FAULTS_PAST * worst:
+        return None
+    return (
+        f"pages were read back from disk through the hour ({now:.0f} major faults/s, against "
+        f"{worst:.0f} at most in any hour earlier): what was evicted was needed again"
+    )
+
+
+def swapped_out(f: Facts) -> str | None:
+    """Pages swapped out through the hour before, in words."""
+    out = known(window(f).last(per_second(f.series.get("pswpout_history", [])), RECENT_S))
+    if out and median(out) >= SWAPPING_PAGES_S:
+        return f"pages were swapped out through the hour ({median(out):.0f}/s)"
+    return None
+
+
+def swap_taken(f: Facts) -> float | None:
+    """What swap took through the incident window; None where no swap history was read,
+    or the machine has none. Linux's swap is a fixed size, read by what is free; macOS's
+    use is read directly."""
+    w = window(f)
+    used = known(w.incident(f.series.get("swap_used_history", [])))
+    free = known(w.incident(f.series.get("swap_free_history", [])))
+    if not used and not free:
+        return None
+    if not used and max(known(f.series.get("swap_total_history", [])), default=0.0) <= 0:
+        return None  # no swap at all: nothing could fill, and its absence says nothing
+    return used[-1] - used[0] if used else free[0] - free[-1]
 
 
 def stall_shares(f: Facts) -> tuple[float, float] | None:
