@@ -3671,3 +3671,32 @@ def test_the_same_rise_on_a_unified_box_is_the_leak_the_card_ran_out_of(tmp_path
     leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
     assert not any("a pool of its own" in e for e in leak["evidence_against"]), leak
     assert leak["score"] >= 3, scores(result)
+
+
+def _card_stepped_behind_a_gateway(to: float) -> Builder:
+    """An 80 GiB card behind a gateway of unknown kind (its job is `gateway`; the engines
+    behind it are not scraped and none answered the capture): 40 GiB all day, then 70 min
+    before the check failed with HTTP 502 it steps to `to` within one reading and stays."""
+    n = len(DAY)
+    card = [40 * GIB] * (n - 14) + [to] * 14
+    return history(
+        base(trigger=("healthcheck", "gateway", "HTTP 502")),
+        {
+            "targets_up": [up("gateway", [1.0] * n)],
+            "accelerator_memory_used": _series("dcgm", noisy(card, 0.02 * GIB)),
+            "accelerator_memory_total": _series("dcgm", [80.0 * GIB] * n),
+        },
+    )
+
+
+@pytest.mark.parametrize(("to", "named"), [(75 * GIB, True), (60 * GIB, False)])
+def test_a_models_size_loaded_at_once_until_no_room_was_left_is_a_model_kept(tmp_path, to, named):
+    """make eval 2424 through a real Prometheus (swap-not-unloaded-36029168605044): a
+    second model beside the first behind llama-swap, scraped only as `gateway`; the card
+    stepped 35 GiB in minutes and stayed until the next load failed. Read 'nothing here
+    loads a second model (no model manager, one engine's server)' where no engine was seen
+    at all. The look-alike: the same kind of step that left the card room."""
+    result = verdict(tmp_path, _card_stepped_behind_a_gateway(to))
+    assert (result["verdict"] == "swap-not-unloaded") is named, scores(result)
+    swap = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert not any("nothing here loads a second model" in e for e in swap["evidence_against"])

@@ -27,7 +27,12 @@ def single_model(f: Facts) -> bool:
     ):
         return False
     servers = {t for t in f.targets if is_service(t) and not is_gateway(t)}
-    return len(servers) <= 1 and len({e["url"] or e["name"] for e in f.engines}) <= 1
+    engines = {e["url"] or e["name"] for e in f.engines}
+    if not servers and not engines and any(is_gateway(t) for t in f.targets):
+        # A gateway in front of engines nobody scrapes or read (llama-swap scraped under
+        # its own job name): what loads models behind it is unknown, not one engine.
+        return False
+    return len(servers) <= 1 and len(engines) <= 1
 
 
 def loaded_models(f: Facts) -> dict[str, list[str]] | None:

@@ -438,6 +438,22 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
             )
         elif loaded_models(f) is not None:
             j.add(2, f"{label} stepped up {gib(size)} and stayed: {step.why}")
+        elif (
+            w.failure
+            and name == "accelerator_used"
+            and size >= BIG_MODEL_SHARE * pool
+            and took <= MODEL_LOADS_S
+            and (memory_ran_out(f) or (step.after or 0) >= ROOM_LEFT * pool)
+        ):
+            # Nothing read says what loads models here, but a model's size on the card (the
+            # engines' line alone), loaded in minutes inside the incident window and kept
+            # until the memory ran out (or left no room for the next), is one.
+            j.add(
+                3,
+                f"{label} stepped up {gib(size)} ({size / pool:.0%} of {gib(pool)}, the size of "
+                f"a model) in {took / 60:.0f} min to {gib(step.after or 0)} and stayed until "
+                f"{w.failure.what}: {step.why}",
+            )
         else:
             # No manager loads models here and no server came up: a shape, not a model.
             j.add(1, f"{label} stepped up {gib(size)} and stayed: {step.why}")
