@@ -3700,3 +3700,38 @@ def test_a_models_size_loaded_at_once_until_no_room_was_left_is_a_model_kept(tmp
     assert (result["verdict"] == "swap-not-unloaded") is named, scores(result)
     swap = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
     assert not any("nothing here loads a second model" in e for e in swap["evidence_against"])
+
+
+def _available_ran_out_beside_the_engine(engine_after: float) -> Builder:
+    """A 32 GiB box: available falls from 20 GiB through the last three hours to 0.5 GiB,
+    the kernel's OOM-kill counter rises by one two readings before the check timed out, and
+    llama-server's target reads `engine_after` from then on."""
+    n, total = len(DAY), 32 * GIB
+    available = [20 * GIB] * (n - 36) + [20 * GIB - 19.5 * GIB * (k + 1) / 34 for k in range(34)]
+    available += [12 * GIB] * 2
+    return history(
+        base(trigger=("healthcheck", "gateway", "no answer within 60 s")),
+        {
+            "targets_up": [
+                up("gateway", [1.0] * n),
+                seen("llama-server", 8080, [1.0] * (n - 2) + [engine_after] * 2),
+            ],
+            "host_memory_available": plain("node_memory_MemAvailable_bytes", available),
+            "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
+            "host_oom_kills": plain("node_vmstat_oom_kill", [0.0] * (n - 2) + [1.0] * 2),
+        },
+    )
+
+
+@pytest.mark.parametrize(("engine_after", "spared"), [(1.0, True), (0.0, False)])
+def test_a_kill_the_engines_lived_through_took_another_process(tmp_path, engine_after, spared):
+    """make eval 2424 through a real Prometheus (host-exhaustion-276663004732062): a data
+    job grew until the kernel killed it; no kernel log, only node-exporter's kill counter,
+    and the engine's target stayed up. Host-exhaustion was read as how a queue ended
+    (concurrency-overload 5 against 2). The killer takes the largest: not an engine, so the
+    process that grew. The look-alike: the engine's target fell with the kill."""
+    result = verdict(tmp_path, _available_ran_out_beside_the_engine(engine_after))
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    said = any("took another process, not an engine" in e for e in host["evidence_for"])
+    assert said is spared, host
+    assert result["verdict"] == "host-exhaustion", scores(result)

@@ -2,7 +2,7 @@
 
 from evidence.analyze import shapes
 from evidence.analyze.facts import Facts
-from evidence.analyze.failure import engine_kill, is_service
+from evidence.analyze.failure import engine_kill, is_gateway, is_service
 from evidence.analyze.rules.checks import contrast, silent_engines
 from evidence.analyze.rules.judgement import Judgement, rule
 from evidence.analyze.rules.memory import LOW_AVAILABLE, LOW_AVAILABLE_SAMPLED, nearly_full, ran_low
@@ -20,7 +20,7 @@ from evidence.analyze.rules.ran_out import (
     machine_killed,
     recent_kills,
 )
-from evidence.analyze.rules.series import HOUR_S, history, readings, window
+from evidence.analyze.rules.series import HOUR_S, at, history, readings, up_through, window
 from evidence.analyze.rules.text import gib, last
 from evidence.analyze.window import RECENT_S, known
 
@@ -106,6 +106,8 @@ def host_exhaustion(f: Facts) -> Judgement:
     pool = _pool_full(f)
     if pool:
         j.add(3, pool)
+    if not kills and (spared := _engines_spared(f)):
+        j.add(1, spared)
     # Without another process seen growing, the machine running out is how the engine's
     # own growth ended (a leak, a second model, the cache): the cause is that growth.
     j.ending = not any("not an engine" in e or "not the engine" in e for e in j.evidence_for)
@@ -231,6 +233,35 @@ def _exhaustion_in_window(
         card = shapes.step(w.incident(f.series["accelerator_used"]), fmt=gib)
         if not card.verdict and not card_grew:
             detail(1, "the accelerator's line stayed flat: the host ran out, not the card")
+
+
+def _engines_spared(f: Facts) -> str | None:
+    """Where only the kill counter saw the kill: every engine target read up from the
+    reading the counter rose at to the last (none is the victim), in words. The killer
+    takes the largest; that it was not an engine makes it the process that grew."""
+    counts = [(t, v) for t, v in f.series.get("oom_kills_history", []) if v is not None]
+    rose = [
+        t
+        for (_, a), (t, b) in zip(counts, counts[1:], strict=False)
+        if b > a and t >= window(f).start
+    ]
+    if not rose:
+        return None
+    # The engines that ran when it came (a target configured and never started is none).
+    servers = [
+        s
+        for t, s in f.targets.items()
+        if is_service(t) and not is_gateway(t) and any(v == 1 for u, v in s if u < rose[-1])
+    ]
+    if not servers:
+        return None
+    last = max(t for s in servers for t, _ in s)
+    if not all(up_through(s, rose[-1], last) for s in servers):
+        return None
+    return (
+        f"every engine target stayed up through the kill {at(f, rose[-1])}: the OOM killer "
+        "took another process, not an engine"
+    )
 
 
 def _card_grew(f: Facts) -> str | None:
