@@ -3735,3 +3735,44 @@ def test_a_kill_the_engines_lived_through_took_another_process(tmp_path, engine_
     said = any("took another process, not an engine" in e for e in host["evidence_for"])
     assert said is spared, host
     assert result["verdict"] == "host-exhaustion", scores(result)
+
+
+def _host_climbed_while_the_engine(served: bool) -> Builder:
+    """A 32 GiB box with llama-server: a busy spell every hour all day, each generating
+    tokens; through the last four hours each spell leaves the host's memory 4.5 GiB higher
+    (10 to 28 GiB), the kernel kills, the engine's target goes down and the host falls to
+    8 GiB (a death that gave back as much as the rise: what a leak's looks like). Where
+    not `served`, the same steps came while the engine generated nothing after its last
+    spell six hours before."""
+    n, dead = len(DAY), len(DAY) - 2
+    used, generated, made, clicks = [], [], 0.0, 0
+    for i in range(n):
+        busy = (i % 12) in (5, 6)
+        if busy and (served or i < n - 72):
+            made += 4000
+        generated.append(made)
+        if i >= n - 48 and i % 12 == 6:
+            clicks += 1
+        used.append(10 * GIB + 4.5 * GIB * clicks + (2 * GIB if busy else 0))
+    used = noisy(used[:dead], 0.05 * GIB) + [8 * GIB] * 2
+    return _engine_fell_on_32_gib(
+        used,
+        2,
+        tokens_generated=plain("llamacpp:tokens_predicted_total", generated),
+        host_oom_kills=plain("node_vmstat_oom_kill", [0.0] * dead + [1.0] * 2),
+    )
+
+
+@pytest.mark.parametrize("served", [True, False])
+def test_memory_that_climbed_while_the_engine_served_nothing_is_not_its_leak(tmp_path, served):
+    """make eval 2424 through a real Prometheus (host-exhaustion-149271859744843): a data
+    job grew 35 GiB over four hours while vLLM generated not one token, until the kernel
+    killed the engine; without the process table, leak-ratchet read the host's floors
+    (5 against 3). An engine that serves nothing leaks nothing. The look-alike: the same
+    climb while it served."""
+    result = verdict(tmp_path, _host_climbed_while_the_engine(served))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    idle = any("generated not one token" in e for e in leak["evidence_against"])
+    assert idle is not served, leak
+    if not served:
+        assert result["verdict"] == "host-exhaustion", scores(result)

@@ -50,6 +50,7 @@ from evidence.analyze.rules.rises import (
     rested,
     rise,
     rise_time,
+    rose_while_idle,
     rose_with_the_context,
 )
 from evidence.analyze.rules.series import (
@@ -194,6 +195,7 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             and (
                 _card_ran_out_alone(f)
                 or _outlived_the_engine(f, name, levels[onset], levels[-1])
+                or rose_while_idle(f, name, floors[onset][0], levels[-1] - levels[onset])
                 or (
                     name == "memory_used"
                     and (_held_elsewhere(f, levels) or _a_day_round(f, upto, levels[-1]))

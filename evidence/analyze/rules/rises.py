@@ -1,6 +1,7 @@
 """How a memory line rose: a load at once or resting half-way, a climb without a pause to
 the engine running out, the card keeping the context's scratch."""
 
+import bisect
 import math
 
 from evidence.analyze import shapes
@@ -27,6 +28,8 @@ STEP_SETTLE = 3  # readings either side of a high-water's step: the line's level
 STEP_RISES = 3  # a high-water rising over more readings than this climbs; it did not step
 LONGER = 1.05  # a record this much past the last is a longer conversation, not a few tokens
 LOAD_HELD = 1.25  # requests running within a quarter of where they were: the load held
+IDLE_SHARE = 0.5  # half a rise put on while the engines generated nothing: not theirs
+IDLE_S = 1800.0  # counters count a request when it ends: idle is none ended for half an hour
 
 
 def card_kept_the_context(f: Facts) -> str | None:
@@ -322,3 +325,38 @@ def rise(series: shapes.Series, step: shapes.Step) -> tuple[float, float]:
     if not low or not high:
         return at, at
     return low[-1], max(low[-1], high[0])
+
+
+def rose_while_idle(f: Facts, name: str, since: float, rose: float) -> str | None:
+    """How much of a memory line's rise of `rose` since `since` came between readings over
+    which, and over IDLE_S before, the engines generated not one token, in words, where
+    that was at least IDLE_SHARE of it. An engine leaks (and fragments) with the work it
+    does; one that served nothing put nothing on: memory rising then is another
+    process's."""
+    if rose <= 0 or not history(f, "tokens_generated") or not history(f, name):
+        return None
+    w = window(f)
+    if name != "accelerator_used" and history(f, "accelerator_used"):
+        card = known([(t, v) for t, v in w.upto(f.series["accelerator_used"]) if t >= since])
+        if card and median(card[-3:]) - median(card[:3]) >= rose / 2:
+            return None  # the card's line, the engines' alone, rose with it: theirs, idle or not
+    counted = [(t, v) for t, v in w.upto(f.series["tokens_generated"]) if v is not None]
+    times = [t for t, _ in counted]
+
+    def made(t: float) -> float | None:
+        i = bisect.bisect_right(times, t) - 1
+        return counted[i][1] if i >= 0 else None
+
+    line = [(t, v) for t, v in w.upto(f.series[name]) if t >= since and v is not None]
+    idle = 0.0
+    for (t0, v0), (t1, v1) in zip(line, line[1:], strict=False):
+        a, b = made(t0 - IDLE_S), made(t1)
+        if a is not None and b is not None and b == a:
+            idle += v1 - v0
+    if idle < IDLE_SHARE * rose:
+        return None
+    idle = min(idle, rose)  # a busy spell's own swing counted going up, not coming down
+    return (
+        f"of the rise of {gib(rose)}, {gib(idle)} came while the engines generated not one "
+        "token: an engine that serves nothing leaks nothing; another process grew"
+    )
