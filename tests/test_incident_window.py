@@ -3776,3 +3776,64 @@ def test_memory_that_climbed_while_the_engine_served_nothing_is_not_its_leak(tmp
     assert idle is not served, leak
     if not served:
         assert result["verdict"] == "host-exhaustion", scores(result)
+
+
+def _vllm_killed_with_its_own_memory(own_memory: str) -> Builder:
+    """A 32 GiB box with vLLM, busy every two hours: from four hours before the end the
+    host's available memory falls from 12 GiB to 1 GiB, the kernel kills, vLLM's target
+    goes down. Its /metrics publish its process's resident memory, `own_memory`:
+    "ratchet", each busy spell of the last eight hours leaves it 1.4 GiB higher (3 to 8.6
+    GiB); "climb", 3 GiB all day, then 9 GiB more through the last two hours' work to the
+    kill; "level", 3 GiB while something else takes the machine."""
+    n, dead = len(DAY), len(DAY) - 2
+    own, clicks = [], 0
+    for i in range(dead):
+        if i >= n - 96 and i % 24 == 12:
+            clicks += 1
+        grown = {
+            "ratchet": 1.4 * GIB * clicks,
+            "climb": 9 * GIB * min(1.0, max(0, i - (n - 26)) / 23),
+            "level": 0.0,
+        }[own_memory]
+        own.append(3 * GIB + grown)
+    own = noisy(own, 0.02 * GIB)
+    used = [20 * GIB + 11 * GIB * min(1.0, max(0, i - (n - 48)) / 46) for i in range(dead)]
+    used = noisy(used, 0.05 * GIB) + [12 * GIB] * 2
+    rss = {
+        "metric": {"__name__": "process_resident_memory_bytes", "job": "vllm",
+                   "instance": "127.0.0.1:8000"},
+        "values": [[t, repr(v)] for t, v in zip(DAY, own, strict=False)],
+    }  # fmt: skip
+    return history(
+        base(trigger=("alert", "EngineDown")),
+        {
+            "targets_up": [seen("vllm", 8000, [1.0] * dead + [0.0] * 2)],
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [32 * GIB - u for u in used]
+            ),
+            "host_memory_total": plain("node_memory_MemTotal_bytes", [32 * GIB] * n),
+            "host_oom_kills": plain("node_vmstat_oom_kill", [0.0] * dead + [1.0] * 2),
+            "engine_resident_memory": [rss],
+        },
+    )
+
+
+@pytest.mark.parametrize("own_memory", ["ratchet", "climb", "level"])
+def test_the_engines_own_resident_memory_tells_its_leak_from_another_process(tmp_path, own_memory):
+    """make eval 2626 through a real Prometheus: vLLM's API server leaked (rss) until the
+    kernel killed it (leak-ratchet-237861484058656: 2.8 GiB all day, 31 GiB through the
+    nightly batch's two hours), read as host-exhaustion or the batch's queue: without the
+    process table the host's line holds every process. vLLM's /metrics publish
+    process_resident_memory_bytes (prometheus_client's process collector:
+    vllm-project/vllm#26762 shows it), the engine's line alone: floors that ratchet, or a
+    climb past anything of the day through the work that ran to the failure. The
+    look-alike: that line held level while the machine's memory went elsewhere."""
+    result = verdict(tmp_path, _vllm_killed_with_its_own_memory(own_memory))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    leaked = own_memory != "level"
+    read = any(e.startswith("the engine's own resident memory") for e in leak["evidence_for"])
+    assert read is leaked, leak
+    elsewhere = any("another process took it, not an engine" in e for e in host["evidence_for"])
+    assert elsewhere is not leaked, host
+    assert result["verdict"] == ("leak-ratchet" if leaked else "host-exhaustion"), scores(result)

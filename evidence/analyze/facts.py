@@ -37,6 +37,7 @@ _PROMETHEUS = {
     "tokens_generated": ("tokens_generated",),
     "tokens_prompt": ("tokens_prompt",),
     "decode_calls": ("decode_calls",),
+    "engine_rss": ("engine_resident_memory",),
     "preemptions": ("preemptions",),
     "available": ("host_memory_available",),
     "gateway_up": ("gateway_up",),

@@ -27,6 +27,7 @@ from evidence.analyze.window import RECENT_S, known
 LIVE_OUTRANKS_S = 600  # a kill this long before a live hang is its context, not its cause
 CRITICAL_AVAILABLE = 0.03  # under 3% available, read once, the machine is out
 SWAP_FULL_SHARE = 0.1  # swap with under a tenth of it free is used up
+PUBLISH_RSS = {"vllm", "sglang"}  # engine jobs whose Python /metrics carry the process's memory
 
 
 @rule("host-exhaustion")
@@ -108,6 +109,8 @@ def host_exhaustion(f: Facts) -> Judgement:
         j.add(3, pool)
     if not kills and (spared := _engines_spared(f)):
         j.add(1, spared)
+    if level := _engines_held_level(f):
+        j.add(1, level)
     # Without another process seen growing, the machine running out is how the engine's
     # own growth ended (a leak, a second model, the cache): the cause is that growth.
     j.ending = not any("not an engine" in e or "not the engine" in e for e in j.evidence_for)
@@ -261,6 +264,34 @@ def _engines_spared(f: Facts) -> str | None:
     return (
         f"every engine target stayed up through the kill {at(f, rose[-1])}: the OOM killer "
         "took another process, not an engine"
+    )
+
+
+def _engines_held_level(f: Facts) -> str | None:
+    """The engines' own process memory (their /metrics) through the incident window against
+    the machine's: where available memory fell by CULPRIT_SHARE of the machine or more and
+    the engines grew under a tenth of that, something else took it, in words. Only where
+    every engine up in the window publishes its memory (llama-server publishes none: a
+    second server of it coming up is an engine too)."""
+    if not history(f, "engine_rss") or not history(f, "available") or not f.memory_total:
+        return None
+    w = window(f)
+    running = {
+        t.split("/", 1)[0]
+        for t, s in f.targets.items()
+        if is_service(t) and not is_gateway(t) and any(v == 1 for _, v in w.incident(s))
+    }
+    if not running or not running <= PUBLISH_RSS:
+        return None
+    own, free = known(w.incident(f.series["engine_rss"])), known(w.incident(f.series["available"]))
+    if len(own) < 3 or len(free) < 3:
+        return None
+    lost, grew = max(free) - min(free[-3:]), max(own[-3:]) - min(own)
+    if lost < CULPRIT_SHARE * f.memory_total or grew >= lost / 10:
+        return None
+    return (
+        f"the engines' own resident memory grew {gib(max(grew, 0.0))} while available memory "
+        f"fell {gib(lost)} in the incident window: another process took it, not an engine"
     )
 
 

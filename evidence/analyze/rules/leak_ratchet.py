@@ -64,7 +64,7 @@ from evidence.analyze.rules.series import (
     window,
 )
 from evidence.analyze.rules.text import gib
-from evidence.analyze.window import INCIDENT_S, known
+from evidence.analyze.window import INCIDENT_S, RECENT_S, known
 
 LEAK_SHARE_HOST = 0.08  # a host's floor drifts a few per cent a day (caches it cannot drop,
 #                         desktop, logs): a leak there takes more of the machine
@@ -76,6 +76,7 @@ ENGINE_HELD = 0.5  # engines holding under half a rise another process holds did
 RETURNED_DIP_STRETCHES = 2  # a swap to another model and back is over within hours
 SHARED_JUMP = 0.75  # the host's floor jumping three quarters of the card's: one pool
 OUTLIVED_SHARE = 0.25  # a quarter of a rise still held once its supposed leaker died
+ENGINE_RSS = "engine_rss"  # the engines' process memory from their own /metrics
 
 
 @rule("leak-ratchet")
@@ -157,7 +158,8 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             j.missing.append(f"{label}: floors in {LEAK_MIN_STRETCHES} quiet stretches")
             continue
         levels = [v for _, v in floors]
-        share = LEAK_SHARE if is_card(name) else LEAK_SHARE_HOST
+        # The machine's line drifts with everything on it; the engines' own lines do not.
+        share = LEAK_SHARE if is_card(name) or name == ENGINE_RSS else LEAK_SHARE_HOST
         share *= 1 if w.failure else LEAK_UNFAILED
         limit = _engine_limit(f)
         if limit and name == "memory_used":
@@ -191,6 +193,7 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             return
         elsewhere = (
             not is_card(name)
+            and name != ENGINE_RSS
             and onset is not None
             and (
                 _card_ran_out_alone(f)
@@ -290,6 +293,9 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
                 read = " or ".join(n.replace("_", " ") for n in cache)
                 j.add(1, f"the {read} did not climb with it: the rise is not the context")
             return
+        if name == ENGINE_RSS and (own := _own_memory_climbed(f, least)):
+            j.add(3, own)
+            return
         climbed = engine_climbed(f, name, label, least)
         if climbed:
             j.add(3, climbed)
@@ -304,6 +310,24 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             j.evidence_against.append(f"the {label} floor is flat between bursts: {said}")
         else:
             j.evidence_against.append(f"the {label} floor did not ratchet: {said}")
+
+
+def _own_memory_climbed(f: Facts, least: float) -> str | None:
+    """The engines' own process memory in the hour before the failure above the most it
+    held at any reading before the incident window, by `least`, in words. A process that
+    keeps neither a cache nor weights on the host (vLLM's API server) climbing past its
+    busiest hours of the day leaked, whatever the load: its floors, read between busy
+    spells, miss a climb through the work that ran to the failure."""
+    w = window(f)
+    series = w.upto(f.series[ENGINE_RSS])
+    recent, before = known(w.last(series, RECENT_S)), known(w.reference(series))
+    if not recent or len(before) < 3 or max(recent) - max(before) < least:
+        return None
+    return (
+        f"the engine's own resident memory climbed to {gib(max(recent))} in the hour before "
+        f"the failure, {gib(max(recent) - max(before))} above the most it held at any "
+        f"reading before the incident window ({gib(max(before))})"
+    )
 
 
 def _less_the_card(f: Facts, floors: list[tuple[float, float]]) -> list[tuple[float, float]] | None:
@@ -609,9 +633,12 @@ def _leaked_into(f: Facts) -> list[tuple[str, str]]:
     lines = memory_lines(f)
     if _swap_given_back(f) and history(f, "memory_with_swap"):
         lines.insert(len(lines) - 1, ("memory_with_swap", "memory with swap"))
+    # First the engines' own process memory, where their /metrics publish it: a leak there
+    # is theirs whatever the machine's lines hold beside it.
+    own = [(ENGINE_RSS, "engine's own resident memory")] if history(f, ENGINE_RSS) else []
     # Then each card alone, where there are several: one card's leak is half as steep in
     # the sum of two.
-    return lines + [(card_line("used", c), f"card {c} memory") for c in f.cards]
+    return own + lines + [(card_line("used", c), f"card {c} memory") for c in f.cards]
 
 
 def _moved_between_cards(

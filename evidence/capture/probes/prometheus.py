@@ -88,6 +88,10 @@ HISTORY_QUERIES = (
         " or sglang:prompt_tokens_total",
     ),
     ("decode_calls", "llamacpp:n_decode_total"),
+    # The engine's own process memory, where its Python prometheus_client publishes it (vLLM's
+    # API server, SGLang): a leak read on the engine's line alone, not the host's of every
+    # process. llama-server (C++) publishes none.
+    ("engine_resident_memory", 'process_resident_memory_bytes{job=~"llama-server|vllm|sglang"}'),
     # llama-server's own cache gauge until PR #13660 (May 2025): older builds still run.
     ("kv_cache_usage_legacy", "vllm:gpu_cache_usage_perc or llamacpp:kv_cache_usage_ratio"),
     ("preemptions", "vllm:num_preemptions_total or sglang:num_retracted_requests_total"),
