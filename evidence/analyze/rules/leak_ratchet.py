@@ -356,10 +356,10 @@ def _card_floors(f: Facts) -> dict[float, float]:
 
 def _held_elsewhere(f: Facts, levels: list[float]) -> str | None:
     """Why the host's rise is not the engines': at the capture it is still held (nothing
-    died or was given back), the engines hold less than ENGINE_HELD of it (their resident
-    memory and, on a unified machine, their accelerator memory) and another process, or
-    processes of one name, at least that. A job's working set, a notebook, a build: another
-    process's growth, however the floors look."""
+    died or was given back) and the engines the process table shows hold less than
+    ENGINE_HELD of it (their resident memory and, on a unified machine, their accelerator
+    memory). A leak is held by the leaker: a job's working set, a notebook, a build, a
+    desktop's day of browser tabs hold the rest, however the floors look."""
     if not f.measured("processes") or recent_kills(f):
         return None
     now = [v for _, v in f.series.get("memory_used", []) if v is not None]
@@ -377,12 +377,22 @@ def _held_elsewhere(f: Facts, levels: list[float]) -> str | None:
         # the floor rose for.
         return f"{came}: the floor rose for it"
     other, most, _ = largest_other(f)
-    if held >= ENGINE_HELD * rise or most < ENGINE_HELD * rise:
+    # Several others between them: only where the cards were read, so that what an APU's
+    # engine holds outside its resident memory is counted above.
+    if (
+        not engines
+        or held >= ENGINE_HELD * rise
+        or (most < ENGINE_HELD * rise and not f.gpu_devices)
+    ):
         return None
     return (
         f"the engines hold {gib(held)} at the capture and {other} {gib(most)}, of the "
-        f"{gib(rise)} the floor rose and still held: another process's growth, not the "
-        "engine's"
+        f"{gib(rise)} the floor rose and still held: "
+        + (
+            "another process's growth, not the engine's"
+            if most >= ENGINE_HELD * rise
+            else "other processes' growth, not the engine's"
+        )
     )
 
 
