@@ -112,6 +112,11 @@ def is_service(target: str) -> bool:
     return not INSTRUMENT_JOBS.search(target.split("/", 1)[0])
 
 
+def is_server(target: str) -> bool:
+    """A scrape target of an engine's server: a service, not a gateway in front of them."""
+    return is_service(target) and not is_gateway(target)
+
+
 def _final_run(known: list[tuple[float, float]], value: float) -> int:
     """Where the run of `value` that ends the readings begins (len(known) if none does)."""
     i = len(known)

@@ -1,7 +1,7 @@
 """The load: as many requests running as ever, more callers than in the busiest hour before."""
 
 from evidence.analyze.facts import Facts
-from evidence.analyze.failure import came_up, is_gateway, is_manager, is_service
+from evidence.analyze.failure import came_up, is_manager, is_server
 from evidence.analyze.rules.series import (
     at,
     hourly,
@@ -72,11 +72,7 @@ def another_model_served(f: Facts) -> str | None:
     the prompts per answer, counted across the engines together, change with it."""
     w = window(f)
     began = targets_began(f)
-    engines = {
-        t: s
-        for t, s in f.targets.items()
-        if is_service(t) and not is_gateway(t) and not is_manager(t)
-    }
+    engines = {t: s for t, s in f.targets.items() if is_server(t) and not is_manager(t)}
     for target, series in engines.items():
         for t in (t for t in came_up(series, began) if t >= w.start):
             beside = [

@@ -2,7 +2,7 @@
 
 from evidence.analyze import shapes
 from evidence.analyze.facts import Facts
-from evidence.analyze.failure import engine_kill, is_gateway, is_service
+from evidence.analyze.failure import engine_kill, is_server, is_service
 from evidence.analyze.rules.checks import contrast, silent_engines
 from evidence.analyze.rules.judgement import Judgement, rule
 from evidence.analyze.rules.memory import LOW_AVAILABLE, LOW_AVAILABLE_SAMPLED, nearly_full, ran_low
@@ -254,7 +254,7 @@ def _engines_spared(f: Facts) -> str | None:
     servers = [
         s
         for t, s in f.targets.items()
-        if is_service(t) and not is_gateway(t) and any(v == 1 for u, v in s if u < rose[-1])
+        if is_server(t) and any(v == 1 for u, v in s if u < rose[-1])
     ]
     if not servers:
         return None
@@ -279,7 +279,7 @@ def _engines_held_level(f: Facts) -> str | None:
     running = {
         t.split("/", 1)[0]
         for t, s in f.targets.items()
-        if is_service(t) and not is_gateway(t) and any(v == 1 for _, v in w.incident(s))
+        if is_server(t) and any(v == 1 for _, v in w.incident(s))
     }
     if not running or not running <= PUBLISH_RSS:
         return None

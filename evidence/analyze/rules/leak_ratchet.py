@@ -4,7 +4,7 @@ import math
 
 from evidence.analyze import shapes
 from evidence.analyze.facts import Facts, card_line
-from evidence.analyze.failure import came_up, is_engine, is_gateway, is_service, up_since, victim
+from evidence.analyze.failure import came_up, is_engine, is_server, is_service, up_since, victim
 from evidence.analyze.rules.context_length import (
     against_usual,
     cache_had_room,
@@ -449,11 +449,7 @@ def _a_day_round(f: Facts, series: shapes.Series, now: float) -> str | None:
         if any(p["started"] > fell_at for p in engines):
             return None  # an engine restarted since: the fall may be its release
     else:
-        servers = [
-            s
-            for t, s in f.targets.items()
-            if is_service(t) and not is_gateway(t) and up_since(s) is not None
-        ]
+        servers = [s for t, s in f.targets.items() if is_server(t) and up_since(s) is not None]
         if not servers or not all(up_through(s, fell_at, pts[-1][0]) for s in servers):
             return None
     return (

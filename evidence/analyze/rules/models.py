@@ -6,7 +6,7 @@ from typing import Any
 import orjson
 
 from evidence.analyze.facts import Facts
-from evidence.analyze.failure import is_gateway, is_manager, is_service
+from evidence.analyze.failure import is_gateway, is_manager, is_server
 from evidence.analyze.recognise import PREALLOCATES, belongs
 from evidence.analyze.rules.text import GIB, gib
 
@@ -26,7 +26,7 @@ def single_model(f: Facts) -> bool:
         is_manager(t) for t in f.targets
     ):
         return False
-    servers = {t for t in f.targets if is_service(t) and not is_gateway(t)}
+    servers = {t for t in f.targets if is_server(t)}
     engines = {e["url"] or e["name"] for e in f.engines}
     if not servers and not engines and any(is_gateway(t) for t in f.targets):
         # A gateway in front of engines nobody scrapes or read (llama-swap scraped under

@@ -5,7 +5,7 @@ from typing import Any
 
 from evidence.analyze import shapes
 from evidence.analyze.facts import Facts
-from evidence.analyze.failure import came_up, fell, is_gateway, is_service, rose, up_since
+from evidence.analyze.failure import came_up, fell, is_server, rose, up_since
 from evidence.analyze.recognise import belongs
 from evidence.analyze.rules.context_length import model_contexts
 from evidence.analyze.rules.floors import unload_staircase
@@ -520,7 +520,7 @@ def _second_engine(f: Facts) -> str | None:
     if not w.failure or not memory_ran_out(f):
         return None
     fell_at = [t for t in (fell(series) for series in f.targets.values()) if t is not None]
-    engines = {t: s for t, s in f.targets.items() if is_service(t) and not is_gateway(t)}
+    engines = {t: s for t, s in f.targets.items() if is_server(t)}
     began = targets_began(f)
     for target, series in engines.items():
         came = [t for t in came_up(series, began) if w.start <= t <= w.end]
@@ -562,7 +562,7 @@ def _servers_started(f: Facts) -> list[tuple[float, str]]:
     for target, series in f.targets.items():
         upto = w.upto(series)
         since = up_since(upto)
-        if not is_service(target) or is_gateway(target) or since is None:
+        if not is_server(target) or since is None:
             continue
         if rose(upto) is not None or since - first_seen > HOUR_S:
             started.append((since, target))
