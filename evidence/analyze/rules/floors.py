@@ -15,6 +15,7 @@ from evidence.analyze.rules.text import GIB, gib
 # quantile of so few can read a busy one.
 QUIET_FLOOR_QUANTILE = 0.05
 LEAK_STRETCH_S = 2 * 3600.0  # floors per two hours: a burst cannot fill one
+LEAST_LAST_STRETCH_S = 3600.0  # ... and the last one hour, up to the end
 LEAK_SHARE = 0.05  # a card's floor rising 5% to a failure and never coming back
 LEAK_MIN_STRETCHES = 4  # a ratchet needs four floors to be seen climbing
 HEADROOM_EATEN = 0.5  # a rise that ate half the room left, up to memory running out
@@ -30,16 +31,21 @@ PROCESS_LEAK_FACTOR = 2.0  # ... to twice its first floor, bundle after bundle
 def quiet_floors(f: Facts, name: str, series: shapes.Series) -> list[tuple[float, float]]:
     """The memory floor of each two-hour stretch, read where the engine was quiet when its
     load was read at the same instants (a busy evening's floor is not a leak), else over the
-    whole stretch."""
+    whole stretch. The stretches are counted back from the incident window's end, so that
+    the floors are the same whenever the history is read (on the clock's own two hours a
+    capture twenty minutes later splits the day elsewhere, and a leak read one way is a
+    step the other); the last holds the hour before the end alone, so that its floor is
+    where the line stood at the failure, not two hours before."""
     same = f.origin.get("requests_running") == f.origin.get(name)
     running = f.series.get("requests_running", []) if same else []
     quiet_at = {t for t, v in running if v == 0}
+    anchor = window(f).end - LEAST_LAST_STRETCH_S
     stretches: dict[int, list[float]] = {}
     for t, v in series:
         if v is not None and (not quiet_at or t in quiet_at):
-            stretches.setdefault(int(t // LEAK_STRETCH_S), []).append(v)
+            stretches.setdefault(math.floor((t - anchor) / LEAK_STRETCH_S), []).append(v)
     return [
-        (k * LEAK_STRETCH_S, shapes.quantile(vs, QUIET_FLOOR_QUANTILE))
+        (anchor + k * LEAK_STRETCH_S, shapes.quantile(vs, QUIET_FLOOR_QUANTILE))
         for k, vs in sorted(stretches.items())
         if len(vs) >= 3
     ]
