@@ -3784,8 +3784,12 @@ def _vllm_killed_with_its_own_memory(own_memory: str) -> Builder:
     goes down. Its /metrics publish its process's resident memory, `own_memory`:
     "ratchet", each busy spell of the last eight hours leaves it 1.4 GiB higher (3 to 8.6
     GiB); "climb", 3 GiB all day, then 9 GiB more through the last two hours' work to the
-    kill; "level", 3 GiB while something else takes the machine."""
+    kill; "level", 3 GiB while something else takes the machine; "leapt", 3 GiB until ten
+    hours before the end, then 12 GiB more within the hour, the machine full with it, and
+    held there until the kill; "leapt-restarted", the same, where the server came up anew
+    at the leap (a new process and what it loaded, not growth)."""
     n, dead = len(DAY), len(DAY) - 2
+    leap = n - 120
     own, clicks = [], 0
     for i in range(dead):
         if i >= n - 96 and i % 24 == 12:
@@ -3794,11 +3798,19 @@ def _vllm_killed_with_its_own_memory(own_memory: str) -> Builder:
             "ratchet": 1.4 * GIB * clicks,
             "climb": 9 * GIB * min(1.0, max(0, i - (n - 26)) / 23),
             "level": 0.0,
-        }[own_memory]
+            "leapt": 12 * GIB * min(1.0, max(0, i - leap) / 12),
+        }[own_memory.removesuffix("-restarted")]
         own.append(3 * GIB + grown)
     own = noisy(own, 0.02 * GIB)
-    used = [20 * GIB + 11 * GIB * min(1.0, max(0, i - (n - 48)) / 46) for i in range(dead)]
+    if own_memory.startswith("leapt"):
+        swap = [2 * GIB * max(0, i - leap) / (dead - leap) for i in range(dead)]
+        used = [14 * GIB + o + s for o, s in zip(own, swap, strict=True)]
+    else:
+        used = [20 * GIB + 11 * GIB * min(1.0, max(0, i - (n - 48)) / 46) for i in range(dead)]
     used = noisy(used, 0.05 * GIB) + [12 * GIB] * 2
+    up = [1.0] * dead + [0.0] * 2
+    if own_memory.endswith("-restarted"):
+        up[leap - 2 : leap] = [0.0, 0.0]
     rss = {
         "metric": {"__name__": "process_resident_memory_bytes", "job": "vllm",
                    "instance": "127.0.0.1:8000"},
@@ -3807,7 +3819,7 @@ def _vllm_killed_with_its_own_memory(own_memory: str) -> Builder:
     return history(
         base(trigger=("alert", "EngineDown")),
         {
-            "targets_up": [seen("vllm", 8000, [1.0] * dead + [0.0] * 2)],
+            "targets_up": [seen("vllm", 8000, up)],
             "host_memory_available": plain(
                 "node_memory_MemAvailable_bytes", [32 * GIB - u for u in used]
             ),
@@ -3818,7 +3830,7 @@ def _vllm_killed_with_its_own_memory(own_memory: str) -> Builder:
     )
 
 
-@pytest.mark.parametrize("own_memory", ["ratchet", "climb", "level"])
+@pytest.mark.parametrize("own_memory", ["ratchet", "climb", "level", "leapt", "leapt-restarted"])
 def test_the_engines_own_resident_memory_tells_its_leak_from_another_process(tmp_path, own_memory):
     """make eval 2626 through a real Prometheus: vLLM's API server leaked (rss) until the
     kernel killed it (leak-ratchet-237861484058656: 2.8 GiB all day, 31 GiB through the
@@ -3827,10 +3839,18 @@ def test_the_engines_own_resident_memory_tells_its_leak_from_another_process(tmp
     process_resident_memory_bytes (prometheus_client's process collector:
     vllm-project/vllm#26762 shows it), the engine's line alone: floors that ratchet, or a
     climb past anything of the day through the work that ran to the failure. The
-    look-alike: that line held level while the machine's memory went elsewhere."""
+    look-alike: that line held level while the machine's memory went elsewhere.
+
+    Fresh 2626 (leak-ratchet-125206175061840, vLLM on a GB10): the API server went from
+    1.8 to 32 GiB in an hour, filled the machine, and waited six hours for the kill; read
+    as one step (a load), the machine's running out won. A model loads into a new
+    process, whose coming up says so: the look-alike is the server restarted at the leap."""
     result = verdict(tmp_path, _vllm_killed_with_its_own_memory(own_memory))
     leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
     host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    if own_memory == "leapt-restarted":
+        assert result["verdict"] != "leak-ratchet", scores(result)
+        return
     leaked = own_memory != "level"
     read = any(e.startswith("the engine's own resident memory") for e in leak["evidence_for"])
     assert read is leaked, leak

@@ -321,12 +321,48 @@ def _own_memory_climbed(f: Facts, least: float) -> str | None:
     w = window(f)
     series = w.upto(f.series[ENGINE_RSS])
     recent, before = known(w.last(series, RECENT_S)), known(w.reference(series))
-    if not recent or len(before) < 3 or max(recent) - max(before) < least:
+    if recent and len(before) >= 3 and max(recent) - max(before) >= least:
+        return (
+            f"the engine's own resident memory climbed to {gib(max(recent))} in the hour "
+            f"before the failure, {gib(max(recent) - max(before))} above the most it held at "
+            f"any reading before the incident window ({gib(max(before))})"
+        )
+    return _own_memory_held(f, series, least)
+
+
+def _own_memory_held(f: Facts, series: shapes.Series, least: float) -> str | None:
+    """The engines' own process memory, level through a stretch, then up by `least` and
+    never back below that, to the failure, with no server coming up meanwhile, in words.
+    Their processes hold no weights on the host (a model loads into a new process, whose
+    coming up says so), so a rise that stays is theirs however fast it came: a leak that
+    filled the machine in an hour and then waited for the kill reads as one step."""
+    pts = [(t, v) for t, v in series if v is not None]
+    if not pts:
+        return None
+    # Read from the last start of a server before the failure: a new process, new memory.
+    since = max(
+        (
+            t
+            for target, s in f.targets.items()
+            if is_server(target)
+            for t in came_up(s, targets_began(f))
+            if t <= pts[-1][0]
+        ),
+        default=pts[0][0],
+    )
+    pts = [(t, v) for t, v in pts if t >= since]
+    first = [v for t, v in pts if t < pts[0][0] + LEAK_STRETCH_S]
+    base = min(first)
+    onset = next((k for k, (_, v) in enumerate(pts) if v >= base + least), None)
+    if onset is None or pts[onset][0] - pts[0][0] < LEAK_STRETCH_S or len(pts) - onset < 3:
+        return None
+    held = min(v for _, v in pts[onset:])
+    if held < base + least:
         return None
     return (
-        f"the engine's own resident memory climbed to {gib(max(recent))} in the hour before "
-        f"the failure, {gib(max(recent) - max(before))} above the most it held at any "
-        f"reading before the incident window ({gib(max(before))})"
+        f"the engine's own resident memory rose from {gib(base)} to {gib(pts[-1][1])}, "
+        f"beginning {at(f, pts[onset][0])}, and never came back below {gib(held)}, with no "
+        "server coming up: its process grew, and its process holds no model"
     )
 
 
@@ -512,6 +548,8 @@ def _one_step(
         return f"{said}, as a server came up: a step, not a ratchet"
     if any(grew for _, _, grew in model_contexts(f)):
         return f"{said}, as the model was reloaded with a longer context: a step, not a ratchet"
+    if name == ENGINE_RSS:
+        return None  # its process holds no model: a jump no new server explains is its own
     if ran_out is None:
         return f"{said}: a step, not a ratchet"
     # The engine's own memory ran out: a jump too small for a model, or one that took
