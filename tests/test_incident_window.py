@@ -3915,3 +3915,45 @@ def test_a_host_rise_the_engines_do_not_hold_is_not_their_leak(tmp_path, engine_
         found = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
         said = any("other processes' growth" in e for e in found["evidence_against"])
         assert said, found
+
+
+def _longer_prompts_then_memory_filled(served: bool) -> Builder:
+    """vLLM on a 64 GiB box: ten prompt tokens per answer token all day, a hundred from four
+    hours before the end (the conversations grew); from two and a half hours before, the host's
+    memory climbs from 20 GiB to 62 GiB until the engine falls. `served`: the callers keep
+    coming to the end; else the last request ended as the climb began (a household gone to
+    bed, a notebook filling the machine)."""
+    n, total = len(DAY), 64 * GIB
+    quiet = n - 30
+    ratio = [10.0 if i < n - 48 else 100.0 for i in range(n)]
+    made = [250.0 * 300 if served or i < quiet else 0.0 for i in range(n)]
+    counters = _token_counters(made, ratio)
+    generated, prompt = ([v for _, v in counters[k]] for k in ("tokens_generated", "tokens_prompt"))
+    used = noisy([20 * GIB + 42 * GIB * max(0, i - quiet) / 29 for i in range(n)], 0.05 * GIB)
+    return history(
+        base(trigger=("alert", "EngineDown")),
+        {
+            "targets_up": [seen("vllm", 8000, [1.0] * (n - 1) + [0.0])],
+            "tokens_generated": plain("vllm:generation_tokens_total", generated),
+            "tokens_prompt": plain("vllm:prompt_tokens_total", prompt),
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [total - u for u in used]
+            ),
+            "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
+        },
+    )
+
+
+@pytest.mark.parametrize("served", [True, False])
+def test_memory_that_filled_while_nothing_ran_is_not_the_conversations(tmp_path, served):
+    """Fresh seed 2626 through a real Prometheus (memory-pressure-stall-226225856124565,
+    a notebook filling a GB10 overnight, llama-server idle for three hours): named
+    context-creep with 7 points, the prompts per generated token of the evening's last
+    busy hour twice the day's and the high-water climbing, while the memory that ran out
+    filled after the last request ended. The conversations' cache grows with requests;
+    the look-alike is the same climb while they were served."""
+    result = verdict(tmp_path, _longer_prompts_then_memory_filled(served))
+    creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+    idle = any("generated not one token" in e for e in creep["evidence_against"])
+    assert idle is not served, creep
+    assert (creep["score"] >= 3) is served, scores(result)

@@ -22,9 +22,9 @@ from evidence.analyze.rules.floors import LEAK_SHARE, rising_before
 from evidence.analyze.rules.judgement import NOTE_IS_EVIDENCE, Judgement, rule
 from evidence.analyze.rules.memory import memory_lines, memory_series, pool_size
 from evidence.analyze.rules.ran_out import card_ran_out
-from evidence.analyze.rules.rises import card_kept_the_context, rose_with_the_context
+from evidence.analyze.rules.rises import card_kept_the_context, idle_rise, rose_with_the_context
 from evidence.analyze.rules.series import HOUR_S, history, hourly, median, window
-from evidence.analyze.rules.text import last
+from evidence.analyze.rules.text import gib, last
 from evidence.analyze.window import RECENT_S, Window, known
 
 HIGH_WATER_LOOK_S = 6 * 3600.0  # a creep starts one to six hours before the failure
@@ -70,7 +70,35 @@ def context_creep(f: Facts) -> Judgement:
         _prompts_in_log(f, j)
     if f.lines.get("kv-cache") and j.score:
         j.add(1, f"the log mentions the KV cache: {last(f, 'kv-cache')}")
+    if j.score > 0 and (idle := _filled_while_idle(f)):
+        # What the prompts did may stand, as a note: it is not what this failure ran out of.
+        j.score = min(j.score, 1)
+        j.evidence_against.append(idle)
     return j
+
+
+def _filled_while_idle(f: Facts) -> str | None:
+    """A memory line that rose in the incident window, by a share of its pool worth a
+    leak's, mostly while the engines generated nothing, in words. The conversations' cache
+    grows with the requests that carry them; whatever their length earlier, memory that
+    filled while none ran was not theirs (and under the stall it brings, answers cut short
+    make every prompt look longer against what was generated)."""
+    w = window(f)
+    if not w.failure:
+        return None
+    for name, label in memory_lines(f):
+        pool = pool_size(f, name)
+        line = known([(t, v) for t, v in w.upto(f.series[name]) if t >= w.start])
+        if not pool or len(line) < 6:
+            continue
+        rose = median(line[-3:]) - median(line[:3])
+        if rose >= LEAK_SHARE * pool and (idle := idle_rise(f, name, w.start, rose)):
+            return (
+                f"of the {label}'s rise of {gib(rose)} in the incident window, {gib(idle)} "
+                "came while the engines generated not one token: the conversations held no "
+                "more memory then"
+            )
+    return None
 
 
 def _creep_in_stats(f: Facts, j: Judgement) -> None:

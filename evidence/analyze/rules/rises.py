@@ -328,11 +328,24 @@ def rise(series: shapes.Series, step: shapes.Step) -> tuple[float, float]:
 
 
 def rose_while_idle(f: Facts, name: str, since: float, rose: float) -> str | None:
+    """Where IDLE_SHARE or more of a memory line's rise of `rose` since `since` came while
+    the engines generated nothing (`idle_rise`), in words. An engine leaks (and fragments)
+    with the work it does; one that served nothing put nothing on: memory rising then is
+    another process's."""
+    idle = idle_rise(f, name, since, rose)
+    if idle is None:
+        return None
+    return (
+        f"of the rise of {gib(rose)}, {gib(idle)} came while the engines generated not one "
+        "token: an engine that serves nothing leaks nothing; another process grew"
+    )
+
+
+def idle_rise(f: Facts, name: str, since: float, rose: float) -> float | None:
     """How much of a memory line's rise of `rose` since `since` came between readings over
-    which, and over IDLE_S before, the engines generated not one token, in words, where
-    that was at least IDLE_SHARE of it. An engine leaks (and fragments) with the work it
-    does; one that served nothing put nothing on: memory rising then is another
-    process's."""
+    which, and over IDLE_S before, the engines generated not one token, where that was at
+    least IDLE_SHARE of it; None where less, or where the card's line (the engines' alone)
+    rose with it."""
     if rose <= 0 or not history(f, "tokens_generated") or not history(f, name):
         return None
     w = window(f)
@@ -355,8 +368,4 @@ def rose_while_idle(f: Facts, name: str, since: float, rose: float) -> str | Non
             idle += v1 - v0
     if idle < IDLE_SHARE * rose:
         return None
-    idle = min(idle, rose)  # a busy spell's own swing counted going up, not coming down
-    return (
-        f"of the rise of {gib(rose)}, {gib(idle)} came while the engines generated not one "
-        "token: an engine that serves nothing leaks nothing; another process grew"
-    )
+    return min(idle, rose)  # a busy spell's own swing counted going up, not coming down
