@@ -3702,6 +3702,60 @@ def test_a_models_size_loaded_at_once_until_no_room_was_left_is_a_model_kept(tmp
     assert not any("nothing here loads a second model" in e for e in swap["evidence_against"])
 
 
+NO_LOGS = ("logs", "no logs configured ([[logs]], or unit/container of an [[engines]] entry)")
+
+
+def _host_stepped_behind_ollama(how: str) -> Builder:
+    """A 120 GiB unified box read by node-exporter alone (no card line, no log read, as a
+    real capture without [[logs]]), Ollama behind a gateway scraped as `gateway`, the
+    engines not scraped: 65 GiB used, then 40 min before the gateway's check
+    failed with HTTP 500, `how`: "load", 51 GiB more within one reading after a level held
+    all day; "cells", the same jump where a notebook had already stepped the line 20 GiB
+    twice in the three hours before; "unscraped", the load where the only target besides
+    node-exporter is a llama-server configured and never up (no gateway scraped)."""
+    n, total = len(DAY), 120 * GIB
+    used = [65 * GIB] * (n - 8) + [116 * GIB] * 8
+    targets = [up("gateway", [1.0] * n)]
+    if how == "unscraped":
+        targets = [seen("llama-server", 8081, [0.0] * n)]
+    if how == "cells":
+        used = [
+            v - (20 * GIB if i < n - 30 else 0.0) - (20 * GIB if i < n - 20 else 0.0)
+            for i, v in enumerate(used)
+        ]
+    return history(
+        base(trigger=("healthcheck", "gateway", "HTTP 500")),
+        {
+            "targets_up": targets,
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [total - u for u in noisy(used, 0.05 * GIB)]
+            ),
+            "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
+        },
+    ).absent(*NO_LOGS)
+
+
+@pytest.mark.parametrize("how", ["load", "cells", "unscraped"])
+def test_one_clean_jump_of_the_host_where_no_card_is_read_is_a_model(tmp_path, how):
+    """Fresh seed 2626 through a real Prometheus (swap-not-unloaded-34642956349462):
+    Ollama on a GB10 with no DCGM exporter, a second model (llama-3.3-70b) loaded beside
+    the first until the next load failed; the host's line, the pool the models load into,
+    jumped 51 GiB in one reading after hours level, read as host-exhaustion. The
+    look-alike: the same jump after a notebook's other cells stepped it (another process
+    growing, steps among steps).
+
+    Seed 2424 (swap-not-unloaded-20800475393540): the same with a llama-server target
+    configured and never up, counted as the one engine whose own memory the jump was. A
+    target that never ran serves nothing, and with no engine seen at all what loads models
+    here is unknown."""
+    result = verdict(tmp_path, _host_stepped_behind_ollama(how))
+    swap = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    loaded = how != "cells"
+    said = any("the size of a model" in e for e in swap["evidence_for"])
+    assert said is loaded, swap
+    assert (result["verdict"] == "swap-not-unloaded") is loaded, scores(result)
+
+
 def _available_ran_out_beside_the_engine(engine_after: float) -> Builder:
     """A 32 GiB box: available falls from 20 GiB through the last three hours to 0.5 GiB,
     the kernel's OOM-kill counter rises by one two readings before the check timed out, and
@@ -3957,3 +4011,39 @@ def test_memory_that_filled_while_nothing_ran_is_not_the_conversations(tmp_path,
     idle = any("generated not one token" in e for e in creep["evidence_against"])
     assert idle is not served, creep
     assert (creep["score"] >= 3) is served, scores(result)
+
+
+def _second_model_hours_before(room_left: float) -> Builder:
+    """Ollama on a 124 GiB Strix Halo, its GTT (the card's line) and the host's line read:
+    the card at 31 GiB all day, then three and a half hours before the check failed with
+    HTTP 500 it steps 33 GiB within one reading and stays; the host's line with it, which
+    leaves `room_left` of the machine available to the end. Nothing was killed and no log
+    was read (no [[logs]] configured)."""
+    n, total = len(DAY), 124 * GIB
+    card = [31 * GIB if i < n - 42 else 64 * GIB for i in range(n)]
+    available = [room_left * total + 64 * GIB - c for c in card]
+    return history(
+        base(trigger=("healthcheck", "ollama", "HTTP 500")),
+        {
+            "targets_up": [up("gateway", [1.0] * n)],
+            "accelerator_memory_used": _series("gtt", noisy(card, 0.02 * GIB)),
+            "accelerator_memory_total": _series("gtt", [96.0 * GIB] * n),
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", noisy(available, 0.05 * GIB)
+            ),
+            "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
+        },
+    ).absent(*NO_LOGS)
+
+
+@pytest.mark.parametrize(("room_left", "kept"), [(0.04, True), (0.3, False)])
+def test_a_model_loaded_hours_before_that_left_no_room_is_the_model_kept(tmp_path, room_left, kept):
+    """Seed 2424 through a real Prometheus (swap-not-unloaded-103399770355405, Ollama on a
+    Strix Halo): a second model loaded 205 minutes before the next load failed, kept
+    until then, read as a shape (1 point) because only a kill or a logged allocation
+    failure said memory ran out; the host's available memory at 5 % of the machine says
+    it as well. The look-alike: the same model kept with a third of the machine free."""
+    result = verdict(tmp_path, _second_model_hours_before(room_left))
+    swap = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert (swap["score"] >= 3) is kept, scores(result)
+    assert (result["verdict"] == "swap-not-unloaded") is kept, scores(result)

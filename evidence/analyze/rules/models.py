@@ -6,7 +6,7 @@ from typing import Any
 import orjson
 
 from evidence.analyze.facts import Facts
-from evidence.analyze.failure import is_gateway, is_manager, is_server
+from evidence.analyze.failure import is_manager, is_server
 from evidence.analyze.recognise import PREALLOCATES, belongs
 from evidence.analyze.rules.text import GIB, gib
 
@@ -14,6 +14,10 @@ SQUAT_GPU_BYTES = 1 * GIB  # an idle engine holding this much GPU memory is squa
 PREALLOCATED_SHARE = 0.5  # an engine's preallocation this large is what looks alarming
 MODEL_SHARE = 0.05  # a second model is at least 5% of the pool (a 0.7 GiB step on a 24 GiB
 MODEL_MIN_BYTES = 1 * GIB  # card is a buffer, not a model) and at least 1 GiB
+
+
+# Series only an engine's own /metrics give: where they were read, an engine was seen.
+ENGINE_METRICS = ("requests_running", "tokens_generated", "context_high_water", "kv_cache")
 
 
 def single_model(f: Facts) -> bool:
@@ -26,11 +30,14 @@ def single_model(f: Facts) -> bool:
         is_manager(t) for t in f.targets
     ):
         return False
-    servers = {t for t in f.targets if is_server(t)}
+    # A target configured and never up all day (a server never started) serves nothing.
+    servers = {t for t, s in f.targets.items() if is_server(t) and any(v == 1 for _, v in s)}
     engines = {e["url"] or e["name"] for e in f.engines}
-    if not servers and not engines and any(is_gateway(t) for t in f.targets):
-        # A gateway in front of engines nobody scrapes or read (llama-swap scraped under
-        # its own job name): what loads models behind it is unknown, not one engine.
+    seen = servers or engines or f.measured("logs") or any(f.has(n) for n in ENGINE_METRICS)
+    if not seen:
+        # No engine scraped or read, nor its metrics or its log (a gateway in front of them,
+        # llama-swap scraped under its own job name, Ollama that publishes no metrics):
+        # what loads models here is unknown, not one engine.
         return False
     return len(servers) <= 1 and len(engines) <= 1
 

@@ -10,7 +10,7 @@ from evidence.analyze.recognise import belongs
 from evidence.analyze.rules.context_length import model_contexts
 from evidence.analyze.rules.floors import unload_staircase
 from evidence.analyze.rules.judgement import Judgement, rule
-from evidence.analyze.rules.memory import memory_lines, memory_series, pool_size
+from evidence.analyze.rules.memory import memory_lines, memory_series, pool_size, ran_low
 from evidence.analyze.rules.models import (
     MODEL_MIN_BYTES,
     MODEL_SHARE,
@@ -44,10 +44,13 @@ from evidence.analyze.rules.series import (
 )
 from evidence.analyze.rules.text import GIB, blob, gib
 from evidence.analyze.statlines import go_time
+from evidence.analyze.window import INCIDENT_S, known
 
 ROOM_LEFT = 0.9  # a memory line under this share of its pool still had room
 BIG_MODEL_SHARE = 0.10  # a step of a tenth of the pool that stays to a failure, on a box
 #                         whose manager loads models on demand, is a model
+ONE_LOAD_S = 900.0  # a model's weights read in at disk speed, seen over a few scrapes
+LEVEL_SHARE = 0.02  # a line that moved under 2% of its pool for hours held its level
 SWAP_LOOKS_H = (24, 8, 2)  # hours read for a step: a second model loaded in the last hours
 KEPT_LOOK_S = 3 * 3600.0  # a model kept this long before the incident window still counts
 COINCIDE_S = 1200.0  # a step within 20 min of a server coming up came with it
@@ -405,9 +408,11 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
             )
         elif w.failure and (step.t_change or 0) < w.start:
             # Hours before the incident window: the model that stayed is what this failure
-            # came from only if memory then ran out, and the step is a model's size,
+            # came from only if memory then ran out (a kill, a failed allocation, or the
+            # machine's available memory all but gone), and the step is a model's size,
             # loaded in minutes (a leak's hour of climbing reads as a step this far back).
-            big = size >= BIG_MODEL_SHARE * pool and took <= MODEL_LOADS_S and memory_ran_out(f)
+            ran_out = memory_ran_out(f) or (history(f, "available") and ran_low(f))
+            big = size >= BIG_MODEL_SHARE * pool and took <= MODEL_LOADS_S and ran_out
             j.add(
                 3 if big else 1,
                 f"{label} stepped up {gib(size)} {at(f, step.t_change or 0)}"
@@ -440,14 +445,19 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
             j.add(2, f"{label} stepped up {gib(size)} and stayed: {step.why}")
         elif (
             w.failure
-            and name == "accelerator_used"
+            and not (w.failure.timed_out and not memory_ran_out(f))
+            and (
+                (name == "accelerator_used" and took <= MODEL_LOADS_S)
+                or _one_load_on_the_host(f, name, series, steps, model)
+            )
             and size >= BIG_MODEL_SHARE * pool
-            and took <= MODEL_LOADS_S
             and (memory_ran_out(f) or (step.after or 0) >= ROOM_LEFT * pool)
         ):
             # Nothing read says what loads models here, but a model's size on the card (the
             # engines' line alone), loaded in minutes inside the incident window and kept
-            # until the memory ran out (or left no room for the next), is one.
+            # until the memory ran out (or left no room for the next), is one. So is one
+            # clean jump of the host's line, where no card line is read. An answer too
+            # late with nothing running out is the load's or a stall's, as above.
             j.add(
                 3,
                 f"{label} stepped up {gib(size)} ({size / pool:.0%} of {gib(pool)}, the size of "
@@ -458,6 +468,31 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
             # No manager loads models here and no server came up: a shape, not a model.
             j.add(1, f"{label} stepped up {gib(size)} and stayed: {step.why}")
         return
+
+
+def _one_load_on_the_host(
+    f: Facts, name: str, series: shapes.Series, steps: list[shapes.Step], model: float
+) -> bool:
+    """The host's line, where no card line is read (a unified pool read by node-exporter
+    alone, or the card unread), jumped a model's size within a few scrapes (as the
+    shortest look that sees the jump times it) from a level it had held through the hours
+    a fault takes (within LEVEL_SHARE of the pool): weights read in at disk speed. Other
+    processes grow there too, but over cells, jobs and batches: steps among steps, or a
+    climb."""
+    pool = pool_size(f, name)
+    if name != "memory_used" or history(f, "accelerator_used") or not pool:
+        return False
+    for step in reversed(steps):
+        if (step.size or 0) < model:
+            continue
+        began, reached = rise(series, step)
+        before = known([(t, v) for t, v in series if began - INCIDENT_S <= t < began])
+        return (
+            reached - began <= ONE_LOAD_S
+            and len(before) >= 6
+            and max(before) - min(before) <= LEVEL_SHARE * pool
+        )
+    return False
 
 
 def _loaded_then(f: Facts, began: float, reached: float) -> list[tuple[float, str]]:
