@@ -498,7 +498,7 @@ def matrix(rows: list[Row], who: str = "ours") -> str:
     return "\n".join([*lines, f"({legend})"] if legend else lines)
 
 
-def _summary(f: Figures) -> str:
+def summary(f: Figures) -> str:
     return (
         f"right {len(f.right)}/{f.total} ({100 * f.accuracy:.1f} %); confident wrong "
         f"{len(f.confident_wrong)}; healthy called a fault {len(f.healthy_called_fault)}; "
@@ -523,7 +523,7 @@ def report(rows: list[Row], misses: bool = True) -> str:
     out = [
         f"evidence classify, {len(rows)} scenarios",
         matrix(rows),
-        _summary(ours),
+        summary(ours),
         f"bars ({BARS}): {'hold' if ours.holds else 'FAIL'}",
     ]
     asked = [r for r in rows if r.peer is not None]
@@ -533,7 +533,7 @@ def report(rows: list[Row], misses: bool = True) -> str:
             f"the seed's diagnose-oom.py on the same histories, {len(asked)} scenarios "
             "(a top score of 0 read as no-fault)",
             matrix(asked, "peer"),
-            _summary(figures(asked, "peer")),
+            summary(figures(asked, "peer")),
         ]
     wrong = [r for r in rows if r.ours != r.truth]
     if misses and wrong:
