@@ -6,7 +6,7 @@ from typing import Any
 import orjson
 
 from evidence.analyze.facts import Facts
-from evidence.analyze.failure import is_manager, is_server
+from evidence.analyze.failure import is_gateway, is_manager, is_server
 from evidence.analyze.recognise import PREALLOCATES, belongs
 from evidence.analyze.rules.text import GIB, gib
 
@@ -33,11 +33,11 @@ def single_model(f: Facts) -> bool:
     # A target configured and never up all day (a server never started) serves nothing.
     servers = {t for t, s in f.targets.items() if is_server(t) and any(v == 1 for _, v in s)}
     engines = {e["url"] or e["name"] for e in f.engines}
-    seen = servers or engines or f.measured("logs") or any(f.has(n) for n in ENGINE_METRICS)
-    if not seen:
-        # No engine scraped or read, nor its metrics or its log (a gateway in front of them,
-        # llama-swap scraped under its own job name, Ollama that publishes no metrics):
-        # what loads models here is unknown, not one engine.
+    seen = servers or engines or any(f.has(n) for n in ENGINE_METRICS)
+    if not seen and (any(is_gateway(t) for t in f.targets) or not f.measured("logs")):
+        # No engine scraped or read, nor its metrics: behind a gateway (llama-swap scraped
+        # under its own job name), or with no log read either (Ollama publishes no
+        # metrics), what loads models here is unknown, not one engine.
         return False
     return len(servers) <= 1 and len(engines) <= 1
 
