@@ -12,9 +12,9 @@ from evidence.analyze.rules.pressure import (
     pushed_out,
     read_back,
     stall_shares,
+    swap_moved,
     swap_taken,
     swapped_out,
-    thrashed,
 )
 from evidence.analyze.rules.ran_out import killed_unseen, kills_in_history, recent_kills
 from evidence.analyze.rules.series import readings, window
@@ -149,7 +149,7 @@ def _thrashed_in_window(f: Facts, j: Judgement) -> bool:
     faulted = read_back(f)
     if not faulted:
         return False
-    if not thrashed(f):
+    if not swap_moved(f):
         j.evidence_against.append(f"{faulted}, but swap did not move: the page cache, not a stall")
         return False
     j.add(3, f"{faulted} (node-exporter has no stall counters here)")

@@ -37,8 +37,13 @@ def thrashed(f: Facts) -> bool:
     swap filled or took pages through it (on a box with none, the read back alone): a
     working set that did not fit, read from node-exporter's vmstat where it has no stall
     counters."""
-    if not read_back(f):
-        return False
+    return bool(read_back(f)) and swap_moved(f)
+
+
+def swap_moved(f: Facts) -> bool:
+    """Swap filled or took pages through the incident window, or the box has none (so
+    nothing could move): what read back from disk beside it is a working set that did not
+    fit, not a page cache evicted by anything."""
     taken = swap_taken(f)
     return taken is None or taken >= SWAP_FILLED_BYTES or bool(swapped_out(f))
 
