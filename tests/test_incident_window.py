@@ -3832,6 +3832,52 @@ def test_memory_that_climbed_while_the_engine_served_nothing_is_not_its_leak(tmp
         assert result["verdict"] == "host-exhaustion", scores(result)
 
 
+def _host_climbed_through_a_lull(steady: bool) -> Builder:
+    """A 32 GiB box with llama-server, busy two readings each half hour all day but for a
+    lull of ninety minutes in the last six hours: through those six the host's memory
+    rises 20 GiB, the kernel kills, the engine's target goes down and the host falls to 8
+    GiB. Where `steady`, it rises at one pace, lull or not (a data job: the lull holds a
+    fifth of the rise); else each busy spell leaves it higher and it holds through the
+    lull (a leak)."""
+    n, dead = len(DAY), len(DAY) - 2
+    climb, lull = range(n - 72, dead), range(n - 48, n - 30)
+    spells = [i for i in climb if i % 6 == 3 and i not in lull]
+    used, generated, made = [], [], 0.0
+    for i in range(n):
+        busy = (i % 6) in (2, 3) and i not in lull
+        if busy:
+            made += 4000
+        generated.append(made)
+        if steady:
+            level = 10 * GIB + 20 * GIB * max(0, min(1, (i - climb[0]) / len(climb)))
+        else:
+            level = 10 * GIB + 20 * GIB * sum(k <= i for k in spells) / len(spells)
+        used.append(level + (1 * GIB if busy else 0))
+    used = noisy(used[:dead], 0.05 * GIB) + [8 * GIB] * 2
+    return _engine_fell_on_32_gib(
+        used,
+        2,
+        tokens_generated=plain("llamacpp:tokens_predicted_total", generated),
+        host_oom_kills=plain("node_vmstat_oom_kill", [0.0] * dead + [1.0] * 2),
+    )
+
+
+@pytest.mark.parametrize("steady", [True, False])
+def test_memory_that_kept_its_pace_while_the_engine_idled_is_not_its_leak(tmp_path, steady):
+    """make eval 2929 through a real Prometheus (host-exhaustion-278105257277048): a data
+    job climbed 25 GiB through four hours of a household afternoon, at the same pace
+    through the hour in which llama-server generated not one token, until the kernel
+    killed the engine; that hour held a fifth of the rise, not half, and leak-ratchet read
+    the host's floors (6 against 3). A leak holds still while nothing is served. The
+    look-alike: a leak whose busy spells each left the line higher, level through the
+    lull."""
+    result = verdict(tmp_path, _host_climbed_through_a_lull(steady))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    paced = any("of the pace it climbed while they worked" in e for e in leak["evidence_against"])
+    assert paced is steady, leak
+    assert result["verdict"] == ("host-exhaustion" if steady else "leak-ratchet"), scores(result)
+
+
 def _vllm_killed_with_its_own_memory(own_memory: str) -> Builder:
     """A 32 GiB box with vLLM, busy every two hours: from four hours before the end the
     host's available memory falls from 12 GiB to 1 GiB, the kernel kills, vLLM's target

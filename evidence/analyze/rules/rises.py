@@ -3,6 +3,7 @@ the engine running out, the card keeping the context's scratch."""
 
 import bisect
 import math
+from collections.abc import Callable
 
 from evidence.analyze import shapes
 from evidence.analyze.facts import Facts
@@ -30,6 +31,10 @@ LONGER = 1.05  # a record this much past the last is a longer conversation, not 
 LOAD_HELD = 1.25  # requests running within a quarter of where they were: the load held
 IDLE_SHARE = 0.5  # half a rise put on while the engines generated nothing: not theirs
 IDLE_S = 1800.0  # counters count a request when it ends: idle is none ended for half an hour
+IDLE_PACE_S = 1800.0  # half an hour of idle inside a climb: enough to see whether it held
+IDLE_PACE_SHARE = 0.1  # ... gaining a tenth of the rise or more in it
+IDLE_PACE = 0.5  # ... at half the pace it climbed while the engines worked: not theirs
+IDLE_CLIMBS = 0.75  # ... reading after reading: three in four of its idle moves went up
 
 
 def card_kept_the_context(f: Facts) -> str | None:
@@ -328,16 +333,25 @@ def rise(series: shapes.Series, step: shapes.Step) -> tuple[float, float]:
 
 
 def rose_while_idle(f: Facts, name: str, since: float, rose: float) -> str | None:
-    """Where IDLE_SHARE or more of a memory line's rise of `rose` since `since` came while
-    the engines generated nothing (`idle_rise`), in words. An engine leaks (and fragments)
-    with the work it does; one that served nothing put nothing on: memory rising then is
-    another process's."""
+    """Where a memory line's rise of `rose` since `since` came while the engines generated
+    nothing, in words: IDLE_SHARE or more of it (`idle_rise`), or, through the climb
+    itself, idle hours in which it kept rising at the pace it rose while they worked. An
+    engine leaks (and fragments) with the work it does; one that served nothing put
+    nothing on: memory rising then is another process's."""
     idle = idle_rise(f, name, since, rose)
-    if idle is None:
+    if idle is not None:
+        return (
+            f"of the rise of {gib(rose)}, {gib(idle)} came while the engines generated not "
+            "one token: an engine that serves nothing leaks nothing; another process grew"
+        )
+    paced = _idle_pace(f, name, since, rose)
+    if paced is None:
         return None
+    gained, hours, share = paced
     return (
-        f"of the rise of {gib(rose)}, {gib(idle)} came while the engines generated not one "
-        "token: an engine that serves nothing leaks nothing; another process grew"
+        f"it climbed {gib(gained)} in {hours:.1f} h in which the engines generated not one "
+        f"token, at {share:.0%} of the pace it climbed while they worked: a leak holds "
+        "still while nothing is served; another process grew"
     )
 
 
@@ -346,26 +360,80 @@ def idle_rise(f: Facts, name: str, since: float, rose: float) -> float | None:
     which, and over IDLE_S before, the engines generated not one token, where that was at
     least IDLE_SHARE of it; None where less, or where the card's line (the engines' alone)
     rose with it."""
-    if rose <= 0 or not history(f, "tokens_generated") or not history(f, name):
+    steps = _idle_steps(f, name, since, rose)
+    idle = sum(v1 - v0 for _, v0, _, v1, quiet in steps if quiet)
+    if not steps or idle < IDLE_SHARE * rose:
         return None
+    return min(idle, rose)  # a busy spell's own swing counted going up, not coming down
+
+
+def _idle_pace(f: Facts, name: str, since: float, rose: float) -> tuple[float, float, float] | None:
+    """Through the line's climb (from its last reading near where it stood at `since` to its
+    highest), what it gained while the engines were idle, over how many hours, and that
+    pace as a share of its pace while they worked; None unless it climbed through half an
+    hour of idle or more (IDLE_PACE_S), by IDLE_PACE_SHARE of the rise, at IDLE_PACE of the
+    busy pace, mostly going up (IDLE_CLIMBS). A leak's line holds between busy spells,
+    whatever the spells left behind."""
+    steps = _idle_steps(f, name, since, rose)
+    if not steps:
+        return None
+    values = [steps[0][1]] + [v1 for _, _, _, v1, _ in steps]
+    top = values.index(max(values))
+    base = median(values[:3]) + FLOOR_NOISE * rose
+    first = max((i for i in range(top + 1) if values[i] <= base), default=0)
+    climb = steps[first:top]
+    idle = [(t1 - t0, v1 - v0) for t0, v0, t1, v1, quiet in climb if quiet]
+    busy = [(t1 - t0, v1 - v0) for t0, v0, t1, v1, quiet in climb if quiet is False]
+    idle_s, gained = sum(s for s, _ in idle), sum(d for _, d in idle)
+    busy_s, worked = sum(s for s, _ in busy), sum(d for _, d in busy)
+    if idle_s < IDLE_PACE_S or busy_s <= 0 or gained < IDLE_PACE_SHARE * rose or worked <= 0:
+        return None
+    ups, downs = sum(d > 0 for _, d in idle), sum(d < 0 for _, d in idle)
+    if ups < IDLE_CLIMBS * (ups + downs):
+        return None  # a line that wanders up and down while idle ended higher by chance
+    share = (gained / idle_s) / (worked / busy_s)
+    return (gained, idle_s / HOUR_S, share) if share >= IDLE_PACE else None
+
+
+def _idle_steps(
+    f: Facts, name: str, since: float, rose: float
+) -> list[tuple[float, float, float, float, bool | None]]:
+    """A memory line's readings since `since` as steps (t0, v0, t1, v1, idle): idle where
+    the engines generated not one token over the step and IDLE_S before it and ran no
+    request at either end, busy where they did, None where the counter was not read near
+    either end (a gap is no idle). None at all where the card's line (the engines' alone)
+    rose with it: theirs, idle or not."""
+    if rose <= 0 or not history(f, "tokens_generated") or not history(f, name):
+        return []
     w = window(f)
     if name != "accelerator_used" and history(f, "accelerator_used"):
         card = known([(t, v) for t, v in w.upto(f.series["accelerator_used"]) if t >= since])
         if card and median(card[-3:]) - median(card[:3]) >= rose / 2:
-            return None  # the card's line, the engines' alone, rose with it: theirs, idle or not
-    counted = [(t, v) for t, v in w.upto(f.series["tokens_generated"]) if v is not None]
-    times = [t for t, _ in counted]
-
-    def made(t: float) -> float | None:
-        i = bisect.bisect_right(times, t) - 1
-        return counted[i][1] if i >= 0 else None
-
+            return []
+    made = _read_at(w, f.series["tokens_generated"])
+    running = _read_at(w, f.series.get("requests_running", []))
     line = [(t, v) for t, v in w.upto(f.series[name]) if t >= since and v is not None]
-    idle = 0.0
+    steps: list[tuple[float, float, float, float, bool | None]] = []
     for (t0, v0), (t1, v1) in zip(line, line[1:], strict=False):
+        # A counter counts a request when it ends: one running at either end is work its
+        # count has not shown yet.
         a, b = made(t0 - IDLE_S), made(t1)
-        if a is not None and b is not None and b == a:
-            idle += v1 - v0
-    if idle < IDLE_SHARE * rose:
-        return None
-    return min(idle, rose)  # a busy spell's own swing counted going up, not coming down
+        quiet = None if a is None or b is None else a == b
+        if quiet and any((running(t) or 0) > 0 for t in (t0, t1)):
+            quiet = False
+        steps.append((t0, v0, t1, v1, quiet))
+    return steps
+
+
+def _read_at(w: Window, series: shapes.Series) -> Callable[[float], float | None]:
+    """The series' latest reading at or before a time, None where that is more than three
+    of its scrapes old (a gap is no reading)."""
+    known_pts = [(t, v) for t, v in w.upto(series) if v is not None]
+    times = [t for t, _ in known_pts]
+    fresh = 3 * median([b - a for a, b in zip(times, times[1:], strict=False)] or [math.inf])
+
+    def read(t: float) -> float | None:
+        i = bisect.bisect_right(times, t) - 1
+        return known_pts[i][1] if i >= 0 and t - times[i] <= fresh else None
+
+    return read
