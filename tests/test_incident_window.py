@@ -3878,6 +3878,63 @@ def test_memory_that_kept_its_pace_while_the_engine_idled_is_not_its_leak(tmp_pa
     assert result["verdict"] == ("host-exhaustion" if steady else "leak-ratchet"), scores(result)
 
 
+def _clicked_at_busy_spells(kernel_line: bool) -> Builder:
+    """A 32 GiB box with llama-server, busy two readings every three hours: one spell
+    leaves the host's memory 3 GiB higher, a later one 15 GiB, each held through the idle
+    hours after; the kernel kills llama-server, its target goes down and the host falls
+    to 8 GiB. systemd's OnFailure hook captured it with the unit's result, oom-kill; the
+    kernel's own kill line is in the bundle where `kernel_line`, else not read (dmesg is
+    root's alone on Debian and Ubuntu)."""
+    n, dead = len(DAY), len(DAY) - 2
+    used, generated, made = [], [], 0.0
+    for i in range(n):
+        busy = (i % 36) in (10, 11)
+        if busy:
+            made += 4000
+        generated.append(made)
+        level = 12 * GIB + (3 * GIB if i >= 119 else 0) + (15 * GIB if i >= 227 else 0)
+        used.append(level + (0.5 * GIB if busy else 0))
+    used = noisy(used[:dead], 0.05 * GIB) + [8 * GIB] * 2
+    total = 32 * GIB
+    b = history(
+        base(trigger=("systemd", "llama-server.service", "result=oom-kill exit=killed/KILL")),
+        {
+            "targets_up": [seen("llama-server", 8080, [1.0] * dead + [0.0] * 2)],
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [total - u for u in used]
+            ),
+            "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
+            "tokens_generated": plain("llamacpp:tokens_predicted_total", generated),
+            "host_oom_kills": plain("node_vmstat_oom_kill", [0.0] * dead + [1.0] * 2),
+        },
+    )
+    if kernel_line:
+        b = b.kernel(
+            [
+                "Out of memory: Killed process 4321 (llama-server) total-vm:36093824kB, "
+                "anon-rss:27874660kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:692kB"
+            ],
+            ago_s=5 * 60,
+        )
+    return b
+
+
+@pytest.mark.parametrize("kernel_line", [True, False])
+def test_systemds_oom_kill_result_is_the_kernels_kill_where_its_line_is_unread(
+    tmp_path, kernel_line
+):
+    """make eval 2929 through a real Prometheus (leak-ratchet-88160751749815): llama-server
+    on a Strix Halo leaked in two clicks at busy spells until the kernel killed it; the
+    capture came from systemd's hook with result=oom-kill, the kernel's line unread.
+    Nothing said the engine's own memory ran out, so the larger click was read as a model
+    loading ("a step, not a ratchet") and host-exhaustion won 6 to 1. systemd's result
+    says what the kernel's line would: with the victim's size (what its death gave back)
+    bounding the others, the kernel took the engine, which cannot have loaded a second
+    model."""
+    result = verdict(tmp_path, _clicked_at_busy_spells(kernel_line))
+    assert result["verdict"] == "leak-ratchet", scores(result)
+
+
 def _vllm_killed_with_its_own_memory(own_memory: str) -> Builder:
     """A 32 GiB box with vLLM, busy every two hours: from four hours before the end the
     host's available memory falls from 12 GiB to 1 GiB, the kernel kills, vLLM's target

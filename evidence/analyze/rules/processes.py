@@ -26,14 +26,14 @@ def grew_other(f: Facts) -> str | None:
     return None
 
 
-def culprit_of(f: Facts, kill: str) -> str | None:
+def culprit_of(f: Facts, kill: str, killed: tuple[str, int | None] | None = None) -> str | None:
     """Another process than the engines holding a large share of the machine at the
     capture, killed holding it, or growing bundle after bundle: what the machine ran out
-    for."""
+    for. `killed` names the victim and its size where no kill line does."""
     total = f.memory_total or 0
     if not total:
         return None
-    named = victim(kill)
+    named = victim(kill) or killed
     if named and not is_engine(named[0]) and (named[1] or 0) >= CULPRIT_SHARE * total:
         return f"the victim, {named[0]}, held {gib(named[1])}: not the engine"
     if grew := grew_other(f):

@@ -2,7 +2,7 @@
 unseen on a Mac), an allocation failing on the card, the engine's own memory."""
 
 from evidence.analyze.facts import Facts, card_line
-from evidence.analyze.failure import RECENT_KILL_S, engine_kill
+from evidence.analyze.failure import RECENT_KILL_S, engine_kill, is_engine
 from evidence.analyze.rules.memory import LOW_AVAILABLE
 from evidence.analyze.rules.pressure import stalled
 from evidence.analyze.rules.processes import culprit_of
@@ -22,6 +22,9 @@ def engine_ran_out(f: Facts) -> str | None:
     kills = [t for _, t in recent_kills(f) if engine_kill(t)]
     if kills and not culprit_of(f, kills[-1]):
         return "the kernel took the engine"
+    unit = unit_killed(f)
+    if not kills and unit and is_engine(unit) and not culprit_of(f, "", (unit, _freed(f))):
+        return f"the kernel took the engine (systemd: {unit} failed with result oom-kill)"
     if card_ran_out(f):
         return "the engine's allocation failed"
     return _full_at_the_fall(f)
@@ -42,6 +45,16 @@ def _full_at_the_fall(f: Facts) -> str | None:
             held = f"{gib(max(used))} of {gib(max(totals))}"
             return f"the service went down with {which} full ({held})"
     return None
+
+
+def _freed(f: Facts) -> int | None:
+    """What the host's memory in use gave back at the failure: the victim's size, where no
+    kill line gives it."""
+    w = window(f)
+    line = f.series.get("memory_used", [])
+    before = known(w.last(line, FULL_AT_FALL_S))
+    after = known([(t, v) for t, v in line if t > w.end])
+    return int(max(before) - min(after)) if before and after and max(before) > min(after) else None
 
 
 def card_ran_out(f: Facts) -> bool:
@@ -70,7 +83,17 @@ def recent_kills(f: Facts) -> list[tuple[float | None, str]]:
 def memory_ran_out(f: Facts) -> bool:
     """Memory ran out at the failure: the OOM killer, or an allocation that failed."""
     tags = (*CARD_OOM_TAGS, "host-alloc-fail", "unit-oom")
-    return bool(recent_kills(f)) or any(f.lines.get(tag) for tag in tags)
+    return bool(recent_kills(f) or unit_killed(f)) or any(f.lines.get(tag) for tag in tags)
+
+
+def unit_killed(f: Facts) -> str | None:
+    """The unit whose failure started this capture with systemd's result oom-kill (the
+    kernel killed a process of it; the hook relays $SERVICE_RESULT): the kill where the
+    kernel's own line was not read, as where dmesg is root's alone."""
+    b = f.bundle
+    if b["trigger_kind"] == "systemd" and "unit-oom" in tags_of(b.get("trigger_detail") or ""):
+        return b["trigger_name"] or "the unit"
+    return None
 
 
 def machine_killed(f: Facts) -> bool:
