@@ -3878,6 +3878,53 @@ def test_memory_that_kept_its_pace_while_the_engine_idled_is_not_its_leak(tmp_pa
     assert result["verdict"] == ("host-exhaustion" if steady else "leak-ratchet"), scores(result)
 
 
+def _host_climbed_in_teeth(build: bool) -> Builder:
+    """A 32 GiB box with llama-server, a request running two readings each half hour all
+    day: through the last four hours the host's memory floor rises 18 GiB, the kernel
+    kills, the engine's target goes down and the host falls to 8 GiB. Where `build`, it
+    rises in teeth (jobs that start and finish: 3 GiB taken over two readings and given
+    back at the third, between requests); else each busy spell leaves it higher (a leak)."""
+    n, dead = len(DAY), len(DAY) - 2
+    climb = range(n - 50, dead)
+    spells = [i for i in climb if i % 6 == 3]
+    used, generated, running, made = [], [], [], 0.0
+    for i in range(n):
+        busy = (i % 6) in (2, 3)
+        made += 4000 if busy else 0
+        generated.append(made)
+        running.append(1.0 if busy else 0.0)
+        if build:
+            x = max(0, min(1, (i - climb[0]) / len(climb)))
+            tooth = 1.5 * GIB * (i % 3) if i in climb else 0
+            level = 10 * GIB + 18 * GIB * x + tooth
+        else:
+            level = 10 * GIB + 18 * GIB * sum(k <= i for k in spells) / len(spells)
+        used.append(level)
+    used = noisy(used[:dead], 0.05 * GIB) + [8 * GIB] * 2
+    return _engine_fell_on_32_gib(
+        used,
+        2,
+        tokens_generated=plain("llamacpp:tokens_predicted_total", generated),
+        requests_running=plain("llamacpp:requests_processing", running),
+        host_oom_kills=plain("node_vmstat_oom_kill", [0.0] * dead + [1.0] * 2),
+    )
+
+
+@pytest.mark.parametrize("build", [True, False])
+def test_memory_that_came_and_went_between_requests_is_not_the_engines_leak(tmp_path, build):
+    """make eval 2424 and 3131 through a real Prometheus (host-exhaustion-123247444412822,
+    -194211182744671): a build's jobs took and gave back gigabytes every few minutes,
+    their troughs rising, until the kernel killed the engine; llama-server and SGLang ran
+    requests all the while, so no hour was idle, and leak-ratchet read the troughs as
+    floors (5 and 6 against 3). A leak gives nothing back, and an engine with no request
+    running frees nothing. The look-alike: the same rise left by the busy spells."""
+    result = verdict(tmp_path, _host_climbed_in_teeth(build))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    came_and_went = any("coming and going" in e for e in leak["evidence_against"])
+    assert came_and_went is build, leak
+    assert result["verdict"] == ("host-exhaustion" if build else "leak-ratchet"), scores(result)
+
+
 def _clicked_at_busy_spells(kernel_line: bool) -> Builder:
     """A 32 GiB box with llama-server, busy two readings every three hours: one spell
     leaves the host's memory 3 GiB higher, a later one 15 GiB, each held through the idle

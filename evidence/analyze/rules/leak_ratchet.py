@@ -46,6 +46,7 @@ from evidence.analyze.rules.rises import (
     card_kept_the_context,
     card_stayed,
     engine_climbed,
+    gave_back_while_quiet,
     released_at,
     rested,
     rise,
@@ -199,6 +200,7 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
                 _card_ran_out_alone(f)
                 or _outlived_the_engine(f, name, levels[onset], levels[-1])
                 or rose_while_idle(f, name, floors[onset][0], levels[-1] - levels[onset])
+                or gave_back_while_quiet(f, name, floors[onset][0], levels[-1] - levels[onset])
                 or (
                     name == "memory_used"
                     and (_held_elsewhere(f, levels) or _a_day_round(f, upto, levels[-1]))

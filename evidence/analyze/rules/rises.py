@@ -35,6 +35,8 @@ IDLE_PACE_S = 1800.0  # half an hour of idle inside a climb: enough to see wheth
 IDLE_PACE_SHARE = 0.1  # ... gaining a tenth of the rise or more in it
 IDLE_PACE = 0.5  # ... at half the pace it climbed while the engines worked: not theirs
 IDLE_CLIMBS = 0.75  # ... reading after reading: three in four of its idle moves went up
+QUIET_FALL = 0.02  # a fall of 2% of the pool between two readings with no request running ...
+QUIET_FALLS = 3  # ... in separate descents on the way up: something else's memory comes and goes
 
 
 def card_kept_the_context(f: Facts) -> str | None:
@@ -355,6 +357,46 @@ def rose_while_idle(f: Facts, name: str, since: float, rose: float) -> str | Non
     )
 
 
+def gave_back_while_quiet(f: Facts, name: str, since: float, rose: float) -> str | None:
+    """Where a memory line, through its climb of `rose` since `since` (`_climb`), fell by
+    QUIET_FALL of its pool or more between readings with no request running at either
+    end, in QUIET_FALLS separate descents or more, in words: another process's working
+    memory coming and going (a build's jobs, a batch's chunks). A leak gives nothing back,
+    and an engine serving nothing neither takes nor frees. Unknown where no request gauge
+    is read."""
+    w = window(f)
+    pool = pool_size(f, name)
+    if not pool or not history(f, "requests_running") or not history(f, name):
+        return None
+    running = _read_at(w, f.series["requests_running"])
+    line = [(t, v) for t, v in w.upto(f.series[name]) if t >= since and v is not None]
+    if len(line) < 2:
+        return None
+    first, top = _climb([v for _, v in line], rose)
+    falls = [
+        (v0 - v1 >= QUIET_FALL * pool and running(t0) == 0 and running(t1) == 0, v0 - v1)
+        for (t0, v0), (t1, v1) in zip(line[first:top], line[first + 1 : top + 1], strict=False)
+    ]
+    # A descent over several readings is one giving back, not several.
+    descents = sum(fell and not (i and falls[i - 1][0]) for i, (fell, _) in enumerate(falls))
+    if descents < QUIET_FALLS:
+        return None
+    given = sum(size for fell, size in falls if fell)
+    return (
+        f"on its way up it fell {descents} times while the engines ran no request, "
+        f"{gib(given)} in all: another process's memory coming and going; a leak gives "
+        "nothing back, and an engine serving nothing frees nothing"
+    )
+
+
+def _climb(values: list[float], rose: float) -> tuple[int, int]:
+    """Where a line's climb of `rose` runs: from its last reading near where it began
+    (FLOOR_NOISE of the rise above its first readings) to its highest."""
+    top = values.index(max(values))
+    base = median(values[:3]) + FLOOR_NOISE * rose
+    return max((i for i in range(top + 1) if values[i] <= base), default=0), top
+
+
 def idle_rise(f: Facts, name: str, since: float, rose: float) -> float | None:
     """How much of a memory line's rise of `rose` since `since` came between readings over
     which, and over IDLE_S before, the engines generated not one token, where that was at
@@ -377,10 +419,7 @@ def _idle_pace(f: Facts, name: str, since: float, rose: float) -> tuple[float, f
     steps = _idle_steps(f, name, since, rose)
     if not steps:
         return None
-    values = [steps[0][1]] + [v1 for _, _, _, v1, _ in steps]
-    top = values.index(max(values))
-    base = median(values[:3]) + FLOOR_NOISE * rose
-    first = max((i for i in range(top + 1) if values[i] <= base), default=0)
+    first, top = _climb([steps[0][1]] + [v1 for _, _, _, v1, _ in steps], rose)
     climb = steps[first:top]
     idle = [(t1 - t0, v1 - v0) for t0, v0, t1, v1, quiet in climb if quiet]
     busy = [(t1 - t0, v1 - v0) for t0, v0, t1, v1, quiet in climb if quiet is False]
