@@ -289,6 +289,50 @@ def _second_server(trigger: tuple, second: list[float | None], card: list[float]
     )
 
 
+def _second_model_while_the_host_ran_out(card_full: bool) -> Builder:
+    """A 24 GiB card in a 192 GiB host: seven hours before the end llama-swap's second
+    server came up and the card stepped 12 GiB, the host's line barely moving with it (a
+    card of its own); in the last hour a data job took the host's memory from 100 GiB
+    to all of it, the kernel killed, and the second server's target went down. Where
+    `card_full`, the step left the card full and its allocation failed."""
+    n, total = len(DAY), 192 * GIB
+    second = [0.0] * (n - 84) + [1.0] * 82 + [0.0] * 2
+    kept = (22.8 if card_full else 13.0) * GIB
+    card = [1.3 * GIB] * (n - 84) + [kept] * 82 + [1.3 * GIB] * 2
+    host = [100 * GIB + (GIB if i >= n - 84 else 0) for i in range(n - 12)]
+    host += [101 * GIB + 90 * GIB * (k + 1) / 10 for k in range(10)] + [188 * GIB] * 2
+    servers = [seen("llama-server", 5800, [1.0] * n), seen("llama-server", 5801, second)]
+    b = history(
+        base(trigger=("alert", "EngineDown")),
+        {
+            "targets_up": [up("gateway", [1.0] * n), *servers],
+            "engine_up": servers,
+            "accelerator_memory_used": _series("dcgm", noisy(card, 0.05 * GIB)),
+            "accelerator_memory_total": _series("dcgm", [24.0 * GIB] * n),
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [total - u for u in noisy(host, 0.05 * GIB)]
+            ),
+            "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
+            "host_oom_kills": plain("node_vmstat_oom_kill", [0.0] * (n - 2) + [1.0] * 2),
+        },
+    )
+    return b.logs(["CUDA error: out of memory"]) if card_full else b
+
+
+@pytest.mark.parametrize("card_full", [False, True])
+def test_a_second_model_on_a_card_with_room_did_not_run_the_host_out(tmp_path, card_full):
+    """make eval 2424 through a real Prometheus (host-exhaustion-247430324080000): a build
+    ran a 189 GiB host out and the kernel killed llama-server; seven hours before,
+    llama-swap had swapped to another model and back, and the RTX 3090 stepped 12 GiB as
+    a server came up, keeping half its room. Swap-not-unloaded took the host's running
+    out as its ending (4 against 2). A discrete card's model sits in a pool of its own:
+    what ran out was the host. The look-alike: the step left the card full and its
+    allocation failed."""
+    result = verdict(tmp_path, _second_model_while_the_host_ran_out(card_full))
+    want = "swap-not-unloaded" if card_full else "host-exhaustion"
+    assert result["verdict"] == want, scores(result)
+
+
 def test_the_second_server_that_came_up_and_then_died_came_with_the_step(tmp_path):
     """The model kept is often the new server's undoing: it came up two hours before the
     failure with a 10 GiB step on a 24 GiB card and is the target that went down. It came

@@ -10,7 +10,13 @@ from evidence.analyze.recognise import belongs
 from evidence.analyze.rules.context_length import model_contexts
 from evidence.analyze.rules.floors import unload_staircase
 from evidence.analyze.rules.judgement import Judgement, rule
-from evidence.analyze.rules.memory import memory_lines, memory_series, pool_size, ran_low
+from evidence.analyze.rules.memory import (
+    is_card,
+    memory_lines,
+    memory_series,
+    pool_size,
+    ran_low,
+)
 from evidence.analyze.rules.models import (
     MODEL_MIN_BYTES,
     MODEL_SHARE,
@@ -23,7 +29,7 @@ from evidence.analyze.rules.models import (
     who,
 )
 from evidence.analyze.rules.processes import arrival
-from evidence.analyze.rules.ran_out import card_ran_out, memory_ran_out
+from evidence.analyze.rules.ran_out import card_ran_out, killed, memory_ran_out
 from evidence.analyze.rules.rises import (
     LOAD_TAKES_S,
     MODEL_LOADS_S,
@@ -54,6 +60,8 @@ LEVEL_SHARE = 0.02  # a line that moved under 2% of its pool for hours held its 
 SWAP_LOOKS_H = (24, 8, 2)  # hours read for a step: a second model loaded in the last hours
 KEPT_LOOK_S = 3 * 3600.0  # a model kept this long before the incident window still counts
 COINCIDE_S = 1200.0  # a step within 20 min of a server coming up came with it
+SHARED_JUMP = 0.75  # the host's line jumping three quarters of the card's step: one pool
+OWN_POOL = 0.5  # a card of under half the host's memory is a pool of its own (not GTT's)
 OVERDUE_S = 120  # a model listed this long after its unload time did not unload
 
 
@@ -383,6 +391,9 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
                 f"{label} stepped up {gib(size)} as {target} came up and stayed, at "
                 f"{gib(step.after or 0)} of {gib(pool)}: a second model, with room to spare",
             )
+        elif with_server and (beside := _host_ran_out_beside(f, name, series, step, pool)):
+            t, target = with_server[0]
+            j.add(1, f"{label} stepped up {gib(size)} as {target} came up, but {beside}")
         elif with_server:
             t, target = with_server[0]
             j.add(
@@ -468,6 +479,37 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
             # No manager loads models here and no server came up: a shape, not a model.
             j.add(1, f"{label} stepped up {gib(size)} and stayed: {step.why}")
         return
+
+
+def _host_ran_out_beside(
+    f: Facts, name: str, series: shapes.Series, step: shapes.Step, pool: float
+) -> str | None:
+    """Why a card's step did not run out what failed: the host ran out (a kill, or its
+    available memory all but gone) while the card kept room to the end and said nothing
+    of an allocation failing, and the card is a pool of its own (under OWN_POOL of the
+    host's memory, not unified, and the host's line did not take the step with it). None
+    where the card may be the cause."""
+    w = window(f)
+    if not is_card(name) or not w.failure or card_ran_out(f) or not history(f, "memory_used"):
+        return None
+    if any(d["unified_memory"] for d in f.gpu_devices) or pool >= OWN_POOL * (f.memory_total or 0):
+        return None  # GTT or a unified pool is the host's memory, whatever its line shows
+    if not (killed(f) or (history(f, "available") and ran_low(f))):
+        return None
+    held = known(w.incident(series))
+    if not held or max(held) >= ROOM_LEFT * pool:
+        return None
+    began, reached = rise(series, step)
+    host = f.series["memory_used"]
+    before = known([(t, v) for t, v in host if began - HOUR_S / 6 <= t <= began])
+    after = known([(t, v) for t, v in host if reached <= t <= reached + HOUR_S / 6])
+    if not before or not after or median(after) - median(before) >= SHARED_JUMP * (step.size or 0):
+        return None
+    return (
+        f"the card kept room to the end ({gib(max(held))} of {gib(pool)}) while the host ran "
+        "out, and the host's line did not take the step: a card of its own, not the pool "
+        "that ran out"
+    )
 
 
 def _one_load_on_the_host(
