@@ -3835,6 +3835,20 @@ def test_a_kill_the_engines_lived_through_took_another_process(tmp_path, engine_
     assert result["verdict"] == "host-exhaustion", scores(result)
 
 
+def _killed_on_32_gib(used: list[float], generated: list[float], **series: list[dict]) -> Builder:
+    """The 32 GiB box's memory in use `used` up to the kernel's kill two readings before
+    the end (the kill counter rising then), 8 GiB after it; llama-server's token counter
+    `generated`; `series` are more of its history."""
+    dead = len(DAY) - 2
+    return _engine_fell_on_32_gib(
+        noisy(used[:dead], 0.05 * GIB) + [8 * GIB] * 2,
+        2,
+        tokens_generated=plain("llamacpp:tokens_predicted_total", generated),
+        host_oom_kills=plain("node_vmstat_oom_kill", [0.0] * dead + [1.0] * 2),
+        **series,
+    )
+
+
 def _host_climbed_while_the_engine(served: bool) -> Builder:
     """A 32 GiB box with llama-server: a busy spell every hour all day, each generating
     tokens; through the last four hours each spell leaves the host's memory 4.5 GiB higher
@@ -3842,7 +3856,7 @@ def _host_climbed_while_the_engine(served: bool) -> Builder:
     8 GiB (a death that gave back as much as the rise: what a leak's looks like). Where
     not `served`, the same steps came while the engine generated nothing after its last
     spell six hours before."""
-    n, dead = len(DAY), len(DAY) - 2
+    n = len(DAY)
     used, generated, made, clicks = [], [], 0.0, 0
     for i in range(n):
         busy = (i % 12) in (5, 6)
@@ -3852,13 +3866,7 @@ def _host_climbed_while_the_engine(served: bool) -> Builder:
         if i >= n - 48 and i % 12 == 6:
             clicks += 1
         used.append(10 * GIB + 4.5 * GIB * clicks + (2 * GIB if busy else 0))
-    used = noisy(used[:dead], 0.05 * GIB) + [8 * GIB] * 2
-    return _engine_fell_on_32_gib(
-        used,
-        2,
-        tokens_generated=plain("llamacpp:tokens_predicted_total", generated),
-        host_oom_kills=plain("node_vmstat_oom_kill", [0.0] * dead + [1.0] * 2),
-    )
+    return _killed_on_32_gib(used, generated)
 
 
 @pytest.mark.parametrize("served", [True, False])
@@ -3874,6 +3882,12 @@ def test_memory_that_climbed_while_the_engine_served_nothing_is_not_its_leak(tmp
     assert idle is not served, leak
     if not served:
         assert result["verdict"] == "host-exhaustion", scores(result)
+
+
+def _leak_read_against(result: dict, words: str) -> bool:
+    """Whether leak-ratchet's evidence against says `words`."""
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    return any(words in e for e in leak["evidence_against"])
 
 
 def _host_climbed_through_a_lull(steady: bool) -> Builder:
@@ -3897,13 +3911,7 @@ def _host_climbed_through_a_lull(steady: bool) -> Builder:
         else:
             level = 10 * GIB + 20 * GIB * sum(k <= i for k in spells) / len(spells)
         used.append(level + (1 * GIB if busy else 0))
-    used = noisy(used[:dead], 0.05 * GIB) + [8 * GIB] * 2
-    return _engine_fell_on_32_gib(
-        used,
-        2,
-        tokens_generated=plain("llamacpp:tokens_predicted_total", generated),
-        host_oom_kills=plain("node_vmstat_oom_kill", [0.0] * dead + [1.0] * 2),
-    )
+    return _killed_on_32_gib(used, generated)
 
 
 @pytest.mark.parametrize("steady", [True, False])
@@ -3916,9 +3924,8 @@ def test_memory_that_kept_its_pace_while_the_engine_idled_is_not_its_leak(tmp_pa
     look-alike: a leak whose busy spells each left the line higher, level through the
     lull."""
     result = verdict(tmp_path, _host_climbed_through_a_lull(steady))
-    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
-    paced = any("of the pace it climbed while they worked" in e for e in leak["evidence_against"])
-    assert paced is steady, leak
+    paced = _leak_read_against(result, "of the pace it climbed while they worked")
+    assert paced is steady, scores(result)
     assert result["verdict"] == ("host-exhaustion" if steady else "leak-ratchet"), scores(result)
 
 
@@ -3944,13 +3951,8 @@ def _host_climbed_in_teeth(build: bool) -> Builder:
         else:
             level = 10 * GIB + 18 * GIB * sum(k <= i for k in spells) / len(spells)
         used.append(level)
-    used = noisy(used[:dead], 0.05 * GIB) + [8 * GIB] * 2
-    return _engine_fell_on_32_gib(
-        used,
-        2,
-        tokens_generated=plain("llamacpp:tokens_predicted_total", generated),
-        requests_running=plain("llamacpp:requests_processing", running),
-        host_oom_kills=plain("node_vmstat_oom_kill", [0.0] * dead + [1.0] * 2),
+    return _killed_on_32_gib(
+        used, generated, requests_running=plain("llamacpp:requests_processing", running)
     )
 
 
@@ -3963,9 +3965,7 @@ def test_memory_that_came_and_went_between_requests_is_not_the_engines_leak(tmp_
     floors (5 and 6 against 3). A leak gives nothing back, and an engine with no request
     running frees nothing. The look-alike: the same rise left by the busy spells."""
     result = verdict(tmp_path, _host_climbed_in_teeth(build))
-    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
-    came_and_went = any("coming and going" in e for e in leak["evidence_against"])
-    assert came_and_went is build, leak
+    assert _leak_read_against(result, "coming and going") is build, scores(result)
     assert result["verdict"] == ("host-exhaustion" if build else "leak-ratchet"), scores(result)
 
 
