@@ -23,7 +23,14 @@ from evidence.analyze.rules.floors import (
     unload_staircase,
 )
 from evidence.analyze.rules.judgement import Judgement, rule
-from evidence.analyze.rules.memory import is_card, memory_lines, memory_series, pool_size, ran_low
+from evidence.analyze.rules.memory import (
+    SHARED_JUMP,
+    is_card,
+    memory_lines,
+    memory_series,
+    pool_size,
+    ran_low,
+)
 from evidence.analyze.rules.models import MODEL_MIN_BYTES, MODEL_SHARE, single_model
 from evidence.analyze.rules.pressure import SWAP_FILLED_BYTES
 from evidence.analyze.rules.processes import DESKTOP_APPS, arrival, largest_other
@@ -75,7 +82,6 @@ DAY_ROUND_S = 20 * 3600.0  # a look-back this long begins at about the same hour
 DAY_ROUND_START_S = 15 * 60.0  # where the look-back begins: its first quarter hour
 ENGINE_HELD = 0.5  # engines holding under half a rise another process holds did not leak it
 RETURNED_DIP_STRETCHES = 2  # a swap to another model and back is over within hours
-SHARED_JUMP = 0.75  # the host's floor jumping three quarters of the card's: one pool
 OUTLIVED_SHARE = 0.25  # a quarter of a rise still held once its supposed leaker died
 ENGINE_RSS = "engine_rss"  # the engines' process memory from their own /metrics
 

@@ -10,6 +10,7 @@ from evidence.analyze.window import known
 
 LOW_AVAILABLE = 0.05  # available memory under 5% of the total is exhaustion ...
 LOW_AVAILABLE_SAMPLED = 0.10  # ... and under 10% of it on a coarse scrape beside a kill
+SHARED_JUMP = 0.75  # the host's line jumping three quarters of the card's: one pool
 
 
 def memory_series(f: Facts) -> tuple[str, str] | None:

@@ -38,6 +38,10 @@ IDLE_CLIMBS = 0.75  # ... reading after reading: three in four of its idle moves
 QUIET_FALL = 0.02  # a fall of 2% of the pool between two readings with no request running ...
 QUIET_FALLS = 3  # ... in separate descents on the way up: something else's memory comes and goes
 
+# A memory line's step between two readings (t0, v0, t1, v1) and whether the engines
+# were idle through it (None: unknown).
+IdleStep = tuple[float, float, float, float, bool | None]
+
 
 def card_kept_the_context(f: Facts) -> str | None:
     """Where nothing measured the context, llama-server's card is its record: its CUDA pool
@@ -340,13 +344,14 @@ def rose_while_idle(f: Facts, name: str, since: float, rose: float) -> str | Non
     itself, idle hours in which it kept rising at the pace it rose while they worked. An
     engine leaks (and fragments) with the work it does; one that served nothing put
     nothing on: memory rising then is another process's."""
-    idle = idle_rise(f, name, since, rose)
+    steps = _idle_steps(f, name, since, rose)
+    idle = _idle_gain(steps, rose)
     if idle is not None:
         return (
             f"of the rise of {gib(rose)}, {gib(idle)} came while the engines generated not "
             "one token: an engine that serves nothing leaks nothing; another process grew"
         )
-    paced = _idle_pace(f, name, since, rose)
+    paced = _idle_pace(steps, rose)
     if paced is None:
         return None
     gained, hours, share = paced
@@ -402,21 +407,23 @@ def idle_rise(f: Facts, name: str, since: float, rose: float) -> float | None:
     which, and over IDLE_S before, the engines generated not one token, where that was at
     least IDLE_SHARE of it; None where less, or where the card's line (the engines' alone)
     rose with it."""
-    steps = _idle_steps(f, name, since, rose)
+    return _idle_gain(_idle_steps(f, name, since, rose), rose)
+
+
+def _idle_gain(steps: list[IdleStep], rose: float) -> float | None:
     idle = sum(v1 - v0 for _, v0, _, v1, quiet in steps if quiet)
     if not steps or idle < IDLE_SHARE * rose:
         return None
     return min(idle, rose)  # a busy spell's own swing counted going up, not coming down
 
 
-def _idle_pace(f: Facts, name: str, since: float, rose: float) -> tuple[float, float, float] | None:
-    """Through the line's climb (from its last reading near where it stood at `since` to its
-    highest), what it gained while the engines were idle, over how many hours, and that
-    pace as a share of its pace while they worked; None unless it climbed through half an
-    hour of idle or more (IDLE_PACE_S), by IDLE_PACE_SHARE of the rise, at IDLE_PACE of the
-    busy pace, mostly going up (IDLE_CLIMBS). A leak's line holds between busy spells,
-    whatever the spells left behind."""
-    steps = _idle_steps(f, name, since, rose)
+def _idle_pace(steps: list[IdleStep], rose: float) -> tuple[float, float, float] | None:
+    """Through the line's climb of `rose` (`_climb` over its steps), what it gained while
+    the engines were idle, over how many hours, and that pace as a share of its pace while
+    they worked; None unless it climbed through half an hour of idle or more
+    (IDLE_PACE_S), by IDLE_PACE_SHARE of the rise, at IDLE_PACE of the busy pace, mostly
+    going up (IDLE_CLIMBS). A leak's line holds between busy spells, whatever the spells
+    left behind."""
     if not steps:
         return None
     first, top = _climb([steps[0][1]] + [v1 for _, _, _, v1, _ in steps], rose)
@@ -434,14 +441,12 @@ def _idle_pace(f: Facts, name: str, since: float, rose: float) -> tuple[float, f
     return (gained, idle_s / HOUR_S, share) if share >= IDLE_PACE else None
 
 
-def _idle_steps(
-    f: Facts, name: str, since: float, rose: float
-) -> list[tuple[float, float, float, float, bool | None]]:
+def _idle_steps(f: Facts, name: str, since: float, rose: float) -> list[IdleStep]:
     """A memory line's readings since `since` as steps (t0, v0, t1, v1, idle): idle where
     the engines generated not one token over the step and IDLE_S before it and ran no
     request at either end, busy where they did, None where the counter was not read near
-    either end (a gap is no idle). None at all where the card's line (the engines' alone)
-    rose with it: theirs, idle or not."""
+    either end (a gap is no idle). No steps at all where the card's line (the engines'
+    alone) rose with it: theirs, idle or not."""
     if rose <= 0 or not history(f, "tokens_generated") or not history(f, name):
         return []
     w = window(f)
@@ -452,7 +457,7 @@ def _idle_steps(
     made = _read_at(w, f.series["tokens_generated"])
     running = _read_at(w, f.series.get("requests_running", []))
     line = [(t, v) for t, v in w.upto(f.series[name]) if t >= since and v is not None]
-    steps: list[tuple[float, float, float, float, bool | None]] = []
+    steps: list[IdleStep] = []
     for (t0, v0), (t1, v1) in zip(line, line[1:], strict=False):
         # A counter counts a request when it ends: one running at either end is work its
         # count has not shown yet.

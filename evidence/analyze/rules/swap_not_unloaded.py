@@ -11,6 +11,7 @@ from evidence.analyze.rules.context_length import model_contexts
 from evidence.analyze.rules.floors import unload_staircase
 from evidence.analyze.rules.judgement import Judgement, rule
 from evidence.analyze.rules.memory import (
+    SHARED_JUMP,
     is_card,
     memory_lines,
     memory_series,
@@ -60,7 +61,6 @@ LEVEL_SHARE = 0.02  # a line that moved under 2% of its pool for hours held its 
 SWAP_LOOKS_H = (24, 8, 2)  # hours read for a step: a second model loaded in the last hours
 KEPT_LOOK_S = 3 * 3600.0  # a model kept this long before the incident window still counts
 COINCIDE_S = 1200.0  # a step within 20 min of a server coming up came with it
-SHARED_JUMP = 0.75  # the host's line jumping three quarters of the card's step: one pool
 OWN_POOL = 0.5  # a card of under half the host's memory is a pool of its own (not GTT's)
 OVERDUE_S = 120  # a model listed this long after its unload time did not unload
 
