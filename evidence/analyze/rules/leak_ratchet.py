@@ -4,7 +4,7 @@ import math
 
 from evidence.analyze import shapes
 from evidence.analyze.facts import Facts, card_line
-from evidence.analyze.failure import came_up, is_engine, is_server, is_service, up_since, victim
+from evidence.analyze.failure import is_engine, is_server, is_service, up_since, victim
 from evidence.analyze.rules.context_length import (
     against_usual,
     cache_had_room,
@@ -67,6 +67,7 @@ from evidence.analyze.rules.series import (
     history,
     median,
     readings,
+    started,
     targets_began,
     up_through,
     window,
@@ -348,16 +349,7 @@ def _own_memory_held(f: Facts, series: shapes.Series, least: float) -> str | Non
     if not pts:
         return None
     # Read from the last start of a server before the failure: a new process, new memory.
-    since = max(
-        (
-            t
-            for target, s in f.targets.items()
-            if is_server(target)
-            for t in came_up(s, targets_began(f))
-            if t <= pts[-1][0]
-        ),
-        default=pts[0][0],
-    )
+    since = max((t for t in started(f, is_server) if t <= pts[-1][0]), default=pts[0][0])
     pts = [(t, v) for t, v in pts if t >= since]
     first = [v for t, v in pts if t < pts[0][0] + LEAK_STRETCH_S]
     base = min(first)
@@ -547,12 +539,7 @@ def _one_step(
         # A server that came up then (llama-swap swapping away and back) loaded nothing
         # onto the card: the host's jump that stayed is the engine's own, and it ran out.
         return None
-    if any(
-        start <= t <= stop
-        for target, series in f.targets.items()
-        if is_service(target)
-        for t in came_up(series, targets_began(f))
-    ):
+    if any(start <= t <= stop for t in started(f)):
         return f"{said}, as a server came up: a step, not a ratchet"
     if any(grew for _, _, grew in model_contexts(f)):
         return f"{said}, as the model was reloaded with a longer context: a step, not a ratchet"
@@ -665,12 +652,7 @@ def _outgrew_its_limit(f: Facts) -> str | None:
     memory = memory_series(f)
     history_start = f.series[memory[0]][0][0] if memory and f.series[memory[0]] else math.inf
     end, began = window(f).end, min(targets_began(f), history_start)
-    if any(
-        t > end - LOAD_TAKES_S
-        for target, series in f.targets.items()
-        if is_service(target)
-        for t in came_up(series, began)
-    ):
+    if any(t > end - LOAD_TAKES_S for t in started(f, began=began)):
         return None  # it died loading: the limit is too small for the model, nothing grew
     return (
         f"the engine's own memory limit killed it at {gib(size)} resident, nothing outside "

@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 from evidence.analyze import shapes
 from evidence.analyze.facts import Facts
-from evidence.analyze.failure import history_began
+from evidence.analyze.failure import came_up, history_began, is_service
 from evidence.analyze.window import Window
 
 # Reading the incident window against the rest of the day (analyze/window.py).
@@ -71,6 +71,15 @@ def hourly_increase(series: shapes.Series, end: float) -> dict[int, float]:
 
 def targets_began(f: Facts) -> float:
     return history_began(f.targets, 0.0)
+
+
+def started(
+    f: Facts, which: Callable[[str], bool] = is_service, began: float | None = None
+) -> list[float]:
+    """Every time one of the targets `which` picks came up in the look-back (a target first
+    scraped after `began`, by default when the targets' history began, was started then)."""
+    since = targets_began(f) if began is None else began
+    return [t for target, s in f.targets.items() if which(target) for t in came_up(s, since)]
 
 
 def up_through(series: shapes.Series, start: float, end: float) -> bool:
