@@ -1618,6 +1618,77 @@ def test_a_step_beside_loads_that_kept_their_context_is_still_a_model_kept(tmp_p
     assert any("the size of a model" in e for e in snu["evidence_for"]), snu
 
 
+def _card_stepped_up_and_nothing_said_what(
+    before: float, after: float, total: float, wobbles: bool = False
+) -> Builder:
+    """make eval 3434 through a real Prometheus: Ollama's check answered HTTP 500 100
+    minutes after the card stepped from `before` to `after`, and nothing but DCGM and the
+    gateway's `up` was read (no manager's list, no process on the card, no log). With
+    `wobbles`, every fifth reading of the three hours before the step 0.3 GiB higher."""
+    n = len(DAY)
+
+    def card(i: int) -> float:
+        if i >= n - 20:
+            return after
+        return before + 0.3 * GIB * (wobbles and i >= n - 56 and i % 5 == 0)
+
+    card = [card(i) for i in range(n)]
+    return history(
+        base(trigger=("healthcheck", "ollama", "HTTP 500")),
+        {
+            "accelerator_memory_used": _series("dcgm", card),
+            "accelerator_memory_total": _series("dcgm", [total] * n),
+            "targets_up": [up("gateway", [1.0] * n)],
+        },
+    )
+
+
+def test_a_model_step_that_left_less_room_than_a_model_is_a_model_kept(tmp_path):
+    """swap-not-unloaded-13935215051941: a second model of 16.4 GiB beside the first on a
+    48 GiB card left 5 GiB, under a tenth, yet 42.7 GiB is not 90 % of 48: the next model's
+    load failed in Ollama's log, unread, and the verdict was insufficient-evidence."""
+    b = _card_stepped_up_and_nothing_said_what(26.3 * GIB, 42.7 * GIB, 48 * GIB)
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+
+
+def test_a_step_after_hours_of_wobbles_is_timed_by_its_jump(tmp_path):
+    """swap-not-unloaded-111557002754740: a 24 GiB card at 15.8 GiB, now and then 16.0, for
+    hours, then 7.8 GiB more in one scrape. The day-long look split the line in the wobbles
+    and timed the load at 50 minutes, no model's; the shorter looks found the same step to
+    the same level, in one scrape."""
+    b = _card_stepped_up_and_nothing_said_what(15.8 * GIB, 23.7 * GIB, 24 * GIB, wobbles=True)
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+
+
+def _pool_stepped_up(yesterday: float) -> Builder:
+    """A GB10 read by node-exporter alone: 41 GiB in use since the evening, `yesterday`
+    through yesterday's working hours, then 62 GiB more (gpt-oss-120b) 1.8 h before the
+    kernel killed Ollama and its check answered HTTP 500."""
+    n = len(DAY)
+    used = [
+        yesterday if i < n - 120 else 103.5 * GIB if i >= n - 22 else 41 * GIB for i in range(n)
+    ]
+    return history(
+        base(trigger=("healthcheck", "ollama", "HTTP 500")),
+        {"host_memory_available": plain("node_memory_MemAvailable_bytes",
+                                        [TOTAL - u for u in used]),
+         "targets_up": [up("gateway", [1.0] * n)]},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("stood", [True, False], ids=["held-yesterday", "never-that-high"])
+def test_a_pool_back_at_yesterdays_level_had_room_for_what_it_held(tmp_path, stood):
+    """make eval 3232 (context-creep-88154166163172): Ollama loaded its 62 GiB model in
+    the morning as it had the day before, leaving less room than the model; the pool had
+    stood as high all of yesterday with nothing failing, so that room was enough, and no
+    second model is read into the step. Where the pool never stood that high, it is."""
+    result = verdict(tmp_path, _pool_stepped_up((104 if stood else 41) * GIB))
+    snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert (snu["score"] < 3) == stood, scores(result)
+
+
 def _model_loaded_two_hours_before(
     trigger: tuple[str, ...], kill: list[str], size: float = 20 * GIB
 ) -> Builder:
@@ -1740,7 +1811,8 @@ def _loaded_on_a_shared_pool(blobs: tuple[str, ...], failed: bool = False) -> Bu
     b = history(
         base(trigger=("healthcheck", "gateway", "no answer within 90 s")),
         {"host_memory_available": plain("node_memory_MemAvailable_bytes",
-                                        [TOTAL - u for u in used])},
+                                        [TOTAL - u for u in used]),
+         "targets_up": [up("gateway", [1.0] * n)]},
     )  # fmt: skip
     ps = {"/api/ps": {"models": [{"name": "gemma3:27b", "size": 20 * GIB, "size_vram": 20 * GIB}]}}
     lines = [OLLAMA_LOAD.format(h=h, blob=blob, ctx=8192) for h, blob in enumerate(blobs, 1)]

@@ -38,6 +38,7 @@ from evidence.analyze.rules.rises import (
     engine_climbed,
     rested,
     rise,
+    rise_time,
 )
 from evidence.analyze.rules.series import (
     HOUR_S,
@@ -282,6 +283,17 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
         if not steps:
             continue
         step = next((s for s in steps if (s.size or 0) >= model), steps[0])
+        # A long look splits the line anywhere in the wobbles before the jump: the same
+        # step (to the same level) found by a shorter look is timed by its sharpest split.
+        step = min(
+            (
+                s
+                for s in steps
+                if (s.size or 0) >= min(model, step.size or 0)
+                and abs((s.after or 0) - (step.after or 0)) <= LEVEL_SHARE * pool
+            ),
+            key=lambda s: rise_time(series, s),
+        )
         size = step.size or 0
         if size < model:
             j.evidence_against.append(
@@ -458,11 +470,11 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
             w.failure
             and not (w.failure.timed_out and not memory_ran_out(f))
             and (
-                (name == "accelerator_used" and took <= MODEL_LOADS_S)
+                (name == "accelerator_used" and took <= ONE_LOAD_S)
                 or _one_load_on_the_host(f, name, series, steps, model)
             )
             and size >= BIG_MODEL_SHARE * pool
-            and (memory_ran_out(f) or (step.after or 0) >= ROOM_LEFT * pool)
+            and (memory_ran_out(f) or _no_room_for_another(series, step, began, pool, model))
         ):
             # Nothing read says what loads models here, but a model's size on the card (the
             # engines' line alone), loaded in minutes inside the incident window and kept
@@ -479,6 +491,18 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
             # No manager loads models here and no server came up: a shape, not a model.
             j.add(1, f"{label} stepped up {gib(size)} and stayed: {step.why}")
         return
+
+
+def _no_room_for_another(
+    series: shapes.Series, step: shapes.Step, began: float, pool: float, model: float
+) -> bool:
+    """The line after the step kept less room than ROOM_LEFT leaves, or less than the
+    model the step loaded (the next of its size did not fit) at a level it had not held
+    for an hour earlier: a machine that lived there before with nothing failing had room."""
+    after, size = step.after or 0.0, step.size or 0.0
+    if after >= ROOM_LEFT * pool:
+        return True
+    return pool - after < size and not _stood_there(series, began, after, model)
 
 
 def _host_ran_out_beside(
