@@ -273,6 +273,41 @@ def test_a_second_engine_started_beside_the_first_then_the_kill_is_a_model_kept(
     assert "llama-server/127.0.0.1:5809 came up" in said and "beside sglang" in said, said
 
 
+def test_longer_prompts_from_a_second_models_callers_are_not_the_creep(tmp_path):
+    """make eval 3434 through a real Prometheus (swap-not-unloaded-71543975012773): on a
+    GB10, llama-swap started a second llama-server 3.5 h before the failure beside the
+    first and the pool stepped 38 GiB and stayed until it ran low. Its callers' prompts,
+    counted with the first's, were longer, and the high-water climbed all day as a
+    high-water does: read as the conversations growing (context-creep 7 against 3), as
+    the second server came up half an hour before the incident window."""
+    n = len(DAY)
+    came = n - 42
+    used = [70 * GIB if i < came else 108 * GIB if i < n - 6 else 123 * GIB for i in range(n)]
+    counters = _token_counters([50.0 * 300] * n, [9.0 if i < came else 13.4 for i in range(n)])
+    generated, prompt = ([v for _, v in counters[k]] for k in ("tokens_generated", "tokens_prompt"))
+    second = [0.0] * came + [1.0] * (n - came)
+    servers = [seen("llama-server", 5801, [1.0] * n), seen("llama-server", 5802, second)]
+    b = history(
+        base(trigger=("healthcheck", "gateway", "HTTP 502")),
+        {
+            "targets_up": [up("gateway", [1.0] * n), *servers],
+            "engine_up": servers,
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in noisy(used, 0.2 * GIB)]
+            ),
+            "context_high_water": plain(
+                "llamacpp:n_tokens_max", [2000.0 + 20 * i for i in range(n)]
+            ),
+            "tokens_generated": plain("llamacpp:tokens_predicted_total", generated),
+            "tokens_prompt": plain("llamacpp:prompt_tokens_total", prompt),
+        },
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+    creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+    assert any("another workload" in e for e in creep["evidence_for"]), creep
+
+
 def _second_server(trigger: tuple, second: list[float | None], card: list[float]) -> Builder:
     """llama-swap's first llama-server up all day on a 24 GiB card; a second one, for
     another model, where `second` says; the card's line from DCGM."""

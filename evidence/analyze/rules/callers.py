@@ -16,6 +16,7 @@ from evidence.analyze.window import RECENT_S, known
 QUEUE_DEEPER = 2.0  # a queue twice as deep as the busiest hour before's is a new one
 LOAD_OVER_USUAL = 1.25  # requests running this far above the busiest hour is more load
 STEP_BESIDE_S = 300.0  # another server read up through the readings just before one came up
+CREEP_LOOK_S = 6 * 3600.0  # a creep starts one to six hours before the failure
 
 
 def slots_held(f: Facts) -> str | None:
@@ -67,14 +68,14 @@ def busier_than_usual(f: Facts) -> str | None:
 
 
 def another_model_served(f: Facts) -> str | None:
-    """A second engine server that came up in the incident window beside one already up (a
-    model kept beside another, not swapped for it): its callers are another workload, and
+    """A second engine server that came up in the hours a creep takes beside one already up
+    (a model kept beside another, not swapped for it): its callers are another workload, and
     the prompts per answer, counted across the engines together, change with it."""
     w = window(f)
     began = targets_began(f)
     engines = {t: s for t, s in f.targets.items() if is_server(t) and not is_manager(t)}
     for target, series in engines.items():
-        for t in (t for t in came_up(series, began) if t >= w.start):
+        for t in (t for t in came_up(series, began) if t >= w.end - CREEP_LOOK_S):
             beside = [
                 other
                 for other, ups in engines.items()

@@ -2,7 +2,7 @@
 
 from evidence.analyze import shapes
 from evidence.analyze.facts import Facts
-from evidence.analyze.rules.callers import another_model_served, busier_than_usual
+from evidence.analyze.rules.callers import CREEP_LOOK_S, another_model_served, busier_than_usual
 from evidence.analyze.rules.context_length import (
     CACHE_FULL,
     CREEP_OVER_USUAL,
@@ -27,7 +27,6 @@ from evidence.analyze.rules.series import HOUR_S, history, hourly, median, windo
 from evidence.analyze.rules.text import gib, last
 from evidence.analyze.window import RECENT_S, Window, known
 
-HIGH_WATER_LOOK_S = 6 * 3600.0  # a creep starts one to six hours before the failure
 PREEMPT_OVER_USUAL = 3.0  # three times the worst hour's preemptions: the cache ran out
 
 
@@ -227,7 +226,7 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> bool:
     higher = False
     w = window(f)
     running = f.series.get("requests_running", [])
-    prompts = _prompts_grew(f, j)
+    prompts, natural = _prompts_grew(f, j)
     busier = busier_than_usual(f)
     for name in cache:
         words = name.replace("_", " ")
@@ -263,33 +262,30 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> bool:
         grew = _high_water_grew(w, series) if name == "context_high_water" else None
         rose = rose_past(now, before)
         high_water = name == "context_high_water"
-        if rose and prompts is False and (high_water or (busier and not w.failure)):
+        if rose and natural and (high_water or (busier and not w.failure)):
             # A high-water is the longest of the requests seen: one long request, or more of
             # them reaching further, moves it though each is as long as before (the
             # prompts, read directly, did not grow). With nothing failed the cache per
             # request reads the same way beside more load: a batch's sequences share the
             # cache otherwise than a chat's, each prompt as long.
             why = "more requests ran, each as long" if busier else "one long request moves it"
-            j.add(
-                1, f"{label} rose past its usual range ({said}), though the prompts kept their "
-                f"length: {why}"
-            )  # fmt: skip
+            j.add(1, f"{label} rose past its usual range ({said}), though {natural}: {why}")
         elif rose:
             j.add(_unless_healthy(w, name), f"{label} rose past its usual range: {said}")
             if climb.verdict:
                 j.add(1, f"and climbed through the incident window: {climb.why}")
-        elif steady.verdict and name == "context_high_water" and prompts is False:
+        elif steady.verdict and name == "context_high_water" and natural:
             j.add(
                 1,
-                f"{label} climbed through the whole look-back ({steady.why}), though the "
-                "prompts kept their length: a high-water rises by nature",
+                f"{label} climbed through the whole look-back ({steady.why}), though "
+                f"{natural}: a high-water rises by nature",
             )
         elif steady.verdict:
             climbed = f"{label} climbed through the whole look-back: {steady.why}"
             j.add(_unless_healthy(w, name), climbed)
-        elif grew and prompts is False:
+        elif grew and natural:
             # A high-water only rises; the prompts, read directly, did not grow.
-            j.add(1, f"{grew}, though the prompts kept their length: a high-water rises by nature")
+            j.add(1, f"{grew}, though {natural}: a high-water rises by nature")
         elif grew:
             j.add(_unless_healthy(w, name), grew)
         else:
@@ -320,7 +316,7 @@ def _memory_followed(f: Facts) -> str | None:
     long request moves a high-water; that it moved the memory too is the context's memory,
     however long the other prompts were."""
     w = window(f)
-    since = w.end - HIGH_WATER_LOOK_S
+    since = w.end - CREEP_LOOK_S
     for name, label in memory_lines(f):
         pool = pool_size(f, name)
         moved = rose_with_the_context(f, name, since)
@@ -339,36 +335,40 @@ def _unless_healthy(w: Window, name: str) -> int:
 
 def _high_water_grew(w: Window, series: shapes.Series) -> str | None:
     """The context high-water only rises (until a restart): a creep that began hours
-    before the failure shows as the mark now against where it stood HIGH_WATER_LOOK_S
+    before the failure shows as the mark now against where it stood CREEP_LOOK_S
     earlier, even where it has levelled off at the context's limit."""
     now = known(w.last(series, RECENT_S))
-    then = known([(t, v) for t, v in series if t <= w.end - HIGH_WATER_LOOK_S])
+    then = known([(t, v) for t, v in series if t <= w.end - CREEP_LOOK_S])
     if not now or not then or then[-1] <= 0:
         return None
     if now[-1] >= CREEP_OVER_USUAL * then[-1]:
         return (
             f"the context high-water rose from {then[-1]:.0f} to {now[-1]:.0f} tokens in the "
-            f"{HIGH_WATER_LOOK_S / HOUR_S:.0f} h before the failure: longer conversations"
+            f"{CREEP_LOOK_S / HOUR_S:.0f} h before the failure: longer conversations"
         )
     return None
 
 
-def _prompts_grew(f: Facts, j: Judgement) -> bool | None:
-    """The prompt lengths as the creep's evidence, for or against."""
+def _prompts_grew(f: Facts, j: Judgement) -> tuple[bool | None, str | None]:
+    """The prompt lengths as the creep's evidence, for or against: whether they grew, and
+    why a rising high-water or cache per request is not the conversations' (the prompts
+    kept their length, or a second model's callers came), in words, where it is not."""
     lengths = prompt_lengths(f)
     if lengths is None:
-        return None
+        return None, None
     grew, said = lengths
     if grew is None:
         j.missing.append(said)
+    elif grew and (served := another_model_served(f)):
+        # Its callers, counted with the first's, change the mix, and their requests move
+        # the high-water with the prompts: both are another workload's.
+        j.add(1, f"the prompts grew longer for answers of the same size ({said}), though {served}")
+        return grew, f"{served}, another workload"
     elif grew and (
         # Longer prompts that a cache with room held (what failed did not run out for
-        # them); a second model's callers, counted with the first's, changing the mix; a
-        # floor already rising before the hours a creep takes (a leak the prompts grew
-        # beside): a note.
-        though := cache_had_room(f, working=True)
-        or another_model_served(f)
-        or rising_before(f, window(f).end - HIGH_WATER_LOOK_S)
+        # them); a floor already rising before the hours a creep takes (a leak the prompts
+        # grew beside): a note.
+        though := cache_had_room(f, working=True) or rising_before(f, window(f).end - CREEP_LOOK_S)
     ):
         j.add(1, f"the prompts grew longer for answers of the same size ({said}), though {though}")
     elif grew:
@@ -376,7 +376,8 @@ def _prompts_grew(f: Facts, j: Judgement) -> bool | None:
         j.add(3 if window(f).failure else 1, words)
     else:
         j.evidence_against.append(f"the prompts did not grow past their usual length: {said}")
-    return grew
+        return grew, "the prompts kept their length"
+    return grew, None
 
 
 def _preempted(f: Facts, j: Judgement, explained: bool) -> None:
