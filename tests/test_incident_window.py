@@ -354,6 +354,48 @@ def _second_model_while_the_host_ran_out(card_full: bool) -> Builder:
     return b.logs(["CUDA error: out of memory"]) if card_full else b
 
 
+def _card_grew_on_a_full_host(card_total: float) -> Builder:
+    """A host that lives at 1.2 GiB available (the model, its cache and the desktop take
+    the rest); the card's line 12 GiB above its day in the last 75 minutes, then the kernel
+    killed llama-server and the memory came back. `card_total`: a Strix Halo's GTT, the
+    host's own memory, or a discrete card of its own."""
+    n = len(DAY)
+    held = 104 * GIB if card_total > 64 * GIB else 10 * GIB
+    card = [held] * (n - 17) + [held + 12 * GIB] * 15 + [0.8 * GIB] * 2
+    used = [TOTAL - 1.2 * GIB] * (n - 2) + [TOTAL - 100 * GIB] * 2
+    server = [1.0] * (n - 2) + [0.0] * 2
+    return history(
+        base(trigger=("alert", "EngineDown")),
+        {
+            "targets_up": [up("gateway", [1.0] * n), seen("llama-server", 8080, server)],
+            "accelerator_memory_used": _series("amdgpu", noisy(card, 0.05 * GIB)),
+            "accelerator_memory_total": _series("amdgpu", [card_total] * n),
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in noisy(used, 0.1 * GIB)]
+            ),
+            "host_oom_kills": plain("node_vmstat_oom_kill", [0.0] * (n - 2) + [1.0] * 2),
+        },
+    )
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["gtt", "a-card-of-its-own"])
+def test_a_shared_pool_that_grew_past_the_hosts_room_ran_it_out_itself(tmp_path, shared):
+    """make eval 3434 through a real Prometheus (context-creep-54176914596446): on a Strix
+    Halo living at 1 GiB available, llama-server's conversations grew its GTT 12 GiB in the
+    last hour and the kernel killed it; with no engine metrics, host-exhaustion was named
+    (5), as if another process had eaten the machine. 12 GiB is under CULPRIT_SHARE of the
+    machine, but far past the room it had: what the card's line grew by ran it out, and
+    host-exhaustion is that growth's ending, not the verdict. A discrete card's growth is
+    none of the host's memory."""
+    result = verdict(tmp_path, _card_grew_on_a_full_host((120 if shared else 24) * GIB))
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    if shared:
+        assert result["verdict"] != "host-exhaustion", scores(result)
+        assert any("the engines' own growth" in e for e in host["evidence_against"]), host
+    else:
+        assert result["verdict"] == "host-exhaustion", scores(result)
+
+
 @pytest.mark.parametrize("card_full", [False, True])
 def test_a_second_model_on_a_card_with_room_did_not_run_the_host_out(tmp_path, card_full):
     """make eval 2424 through a real Prometheus (host-exhaustion-247430324080000): a build

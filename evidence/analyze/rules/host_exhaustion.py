@@ -5,7 +5,13 @@ from evidence.analyze.facts import Facts
 from evidence.analyze.failure import engine_kill, is_server, is_service
 from evidence.analyze.rules.checks import contrast, silent_engines
 from evidence.analyze.rules.judgement import Judgement, rule
-from evidence.analyze.rules.memory import LOW_AVAILABLE, LOW_AVAILABLE_SAMPLED, nearly_full, ran_low
+from evidence.analyze.rules.memory import (
+    LOW_AVAILABLE,
+    LOW_AVAILABLE_SAMPLED,
+    nearly_full,
+    ran_low,
+    shared_pool,
+)
 from evidence.analyze.rules.pressure import stalled
 from evidence.analyze.rules.processes import (
     CULPRIT_SHARE,
@@ -20,13 +26,14 @@ from evidence.analyze.rules.ran_out import (
     machine_killed,
     recent_kills,
 )
-from evidence.analyze.rules.series import HOUR_S, at, history, readings, up_through, window
+from evidence.analyze.rules.series import HOUR_S, at, history, median, readings, up_through, window
 from evidence.analyze.rules.text import gib, last
 from evidence.analyze.window import RECENT_S, known
 
 LIVE_OUTRANKS_S = 600  # a kill this long before a live hang is its context, not its cause
 CRITICAL_AVAILABLE = 0.03  # under 3% available, read once, the machine is out
 SWAP_FULL_SHARE = 0.1  # swap with under a tenth of it free is used up
+ENDING_ONLY = 2  # under a verdict's least: an ending waits for the cause it ended
 PUBLISH_RSS = {"vllm", "sglang"}  # engine jobs whose Python /metrics carry the process's memory
 
 
@@ -115,7 +122,7 @@ def host_exhaustion(f: Facts) -> Judgement:
     # own growth ended (a leak, a second model, the cache): the cause is that growth.
     j.ending = not any("not an engine" in e or "not the engine" in e for e in j.evidence_for)
     grew = _card_grew(f)
-    if grew and not j.ending:
+    if grew:
         # Another process may hold more, but it is what rose that ran the machine out.
         j.evidence_against.append(grew)
         j.ending = True
@@ -126,6 +133,10 @@ def host_exhaustion(f: Facts) -> Judgement:
         ran_out = bool(pool or f.lines.get("host-alloc-fail") or f.lines.get("unit-oom"))
         machine_kill = bool(kills) and j.score >= 4
         _exhaustion_in_window(f, j, machine_kill, card_grew=bool(grew), ran_out=ran_out)
+        if grew:
+            # The engines' growth is the cause, whatever it was (the cache, a leak, a model
+            # kept): the machine running out is only how it ended, never a verdict alone.
+            j.score = min(j.score, ENDING_ONLY)
         return j
     available = readings(f, "available")
     if available and f.memory_total:
@@ -308,7 +319,13 @@ def _card_grew(f: Facts) -> str | None:
     if not recent or not usual:
         return None
     rise = max(recent) - max(usual)
-    if rise < CULPRIT_SHARE * f.memory_total:
+    least = CULPRIT_SHARE * f.memory_total
+    room = known(w.reference(f.series.get("available", [])))
+    if room and shared_pool(f):
+        # The card's memory is the host's: grown past the room the machine usually had, it
+        # ran the machine out on its own, however small a share of it that was.
+        least = min(least, max(median(room), LOW_AVAILABLE * f.memory_total))
+    if rise < least:
         return None
     return (
         f"the accelerator's memory rose {gib(rise)} above the most it held earlier "

@@ -11,6 +11,7 @@ from evidence.analyze.window import known
 LOW_AVAILABLE = 0.05  # available memory under 5% of the total is exhaustion ...
 LOW_AVAILABLE_SAMPLED = 0.10  # ... and under 10% of it on a coarse scrape beside a kill
 SHARED_JUMP = 0.75  # the host's line jumping three quarters of the card's: one pool
+OWN_POOL = 0.5  # a card of under half the host's memory is a pool of its own (not GTT's)
 
 
 def memory_series(f: Facts) -> tuple[str, str] | None:
@@ -45,6 +46,14 @@ def pool_size(f: Facts, name: str) -> float | None:
     if name == "memory_with_swap" and f.memory_total:
         return f.memory_total + max(readings(f, "swap_total_history"), default=0.0)
     return f.memory_total
+
+
+def shared_pool(f: Facts, name: str = "accelerator_used") -> bool:
+    """The card's memory is the host's: a unified device, or a pool of OWN_POOL of the
+    host's memory or more (GTT on an APU), whatever the host's line shows of it."""
+    if any(d["unified_memory"] for d in f.gpu_devices):
+        return True
+    return (pool_size(f, name) or 0.0) >= OWN_POOL * (f.memory_total or 0)
 
 
 def nearly_full(f: Facts, unified: bool) -> dict[str, Any] | None:

@@ -17,6 +17,7 @@ from evidence.analyze.rules.memory import (
     memory_series,
     pool_size,
     ran_low,
+    shared_pool,
 )
 from evidence.analyze.rules.models import (
     MODEL_MIN_BYTES,
@@ -62,7 +63,6 @@ LEVEL_SHARE = 0.02  # a line that moved under 2% of its pool for hours held its 
 SWAP_LOOKS_H = (24, 8, 2)  # hours read for a step: a second model loaded in the last hours
 KEPT_LOOK_S = 3 * 3600.0  # a model kept this long before the incident window still counts
 COINCIDE_S = 1200.0  # a step within 20 min of a server coming up came with it
-OWN_POOL = 0.5  # a card of under half the host's memory is a pool of its own (not GTT's)
 OVERDUE_S = 120  # a model listed this long after its unload time did not unload
 
 
@@ -516,8 +516,8 @@ def _host_ran_out_beside(
     w = window(f)
     if not is_card(name) or not w.failure or card_ran_out(f) or not history(f, "memory_used"):
         return None
-    if any(d["unified_memory"] for d in f.gpu_devices) or pool >= OWN_POOL * (f.memory_total or 0):
-        return None  # GTT or a unified pool is the host's memory, whatever its line shows
+    if shared_pool(f, name):
+        return None
     if not (killed(f) or (history(f, "available") and ran_low(f))):
         return None
     held = known(w.incident(series))
