@@ -670,6 +670,34 @@ def test_without_stall_counters_pages_read_back_while_swap_filled_are_the_stall(
         assert any("swap did not move" in e for e in found["evidence_against"]), found
 
 
+def test_pages_read_back_more_each_hour_for_five_hours_are_still_the_stall(tmp_path):
+    """make eval 3434 through a real Prometheus (memory-pressure-stall-74740725096731): a
+    notebook's working set outgrew a box whose node-exporter has no stall counters; pages
+    were read back more each hour for five hours, swap filled 9 GiB in the last 40 minutes,
+    the check timed out. The hours before the incident window held the stall's own start
+    (400 major faults a second), and 1500 in the last hour was not ten times that: read
+    as host-exhaustion. PSI's hours are read past the stall's own; so are these."""
+    n, total, swap = len(DAY), 32 * GIB, 10 * GIB
+    faulted, read_back = 0.0, []
+    for i in range(n):
+        faulted += max(0.05, 1500.0 * (i - (n - 60)) / 60) * 300
+        read_back.append(faulted)
+    swap_free = [swap - 9 * GIB * max(0, i - (n - 8)) / 8 for i in range(n)]
+    available = [0.06 * total if i >= n - 12 else 20 * GIB for i in range(n)]
+    b = history(
+        base(trigger=NO_ANSWER),
+        {
+            "host_memory_available": plain("node_memory_MemAvailable_bytes", available),
+            "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
+            "host_swap_total": plain("node_memory_SwapTotal_bytes", [swap] * n),
+            "host_swap_free": plain("node_memory_SwapFree_bytes", swap_free),
+            "host_major_faults": plain("node_vmstat_pgmajfault", read_back),
+        },
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "memory-pressure-stall", scores(result)
+
+
 def test_the_same_mild_stall_on_a_routine_snapshot_is_no_fault(tmp_path):
     result = verdict(tmp_path, _mild_stall(0.06, 14, ("cron", "baseline"), 0.3))
     assert scores(result)["memory-pressure-stall"] < 3, scores(result)

@@ -57,7 +57,8 @@ def read_back(f: Facts) -> str | None:
     recent = known(w.last(rate, RECENT_S))
     if len(recent) < 3:
         return None
-    now, worst = median(recent), max(hourly(w.reference(rate), median), default=0.0)
+    now = median(recent)
+    worst = _before_it_began(hourly(w.reference(rate), median), min(MAJOR_FAULTS_S, now / 2))
     if now < MAJOR_FAULTS_S or now < MAJOR_FAULTS_PAST * worst:
         return None
     return (
@@ -100,11 +101,19 @@ def stall_shares(f: Facts) -> tuple[float, float] | None:
     if len(recent) < 3:
         return None
     now = median(recent)
-    earlier = hourly(w.reference(stalled), median)
-    # The stall's own hours: stalled as much as half of now, or past the bar.
-    while len(earlier) > 3 and earlier[-1] >= min(PSI_HISTORY_HIGH, now / 2) > 0:
-        earlier.pop()
-    return now, max(earlier, default=0.0)
+    return now, _before_it_began(
+        hourly(w.reference(stalled), median), min(PSI_HISTORY_HIGH, now / 2)
+    )
+
+
+def _before_it_began(hours: list[float], own: float) -> float:
+    """The worst of the hours before the incident window, less the stall's own: the hours
+    at `own` or more without a break up to the window (while 3 at least remain before them).
+    A stall grows over hours; those it grew in are not the machine's usual."""
+    hours = list(hours)
+    while len(hours) > 3 and hours[-1] >= own > 0:
+        hours.pop()
+    return max(hours, default=0.0)
 
 
 def pushed_out(f: Facts) -> tuple[bool, str] | None:
