@@ -1757,6 +1757,18 @@ def test_a_model_step_that_left_less_room_than_a_model_is_a_model_kept(tmp_path)
     assert result["verdict"] == "swap-not-unloaded", scores(result)
 
 
+def test_a_step_from_an_empty_card_is_the_first_model_not_one_kept(tmp_path):
+    """make eval 3434 (context-creep-188470388374061): Ollama unloads its model when idle;
+    it loaded it again, with a longer context, from an empty card to all of it, and the
+    next load failed. The step was the size of a model and stayed to the failure, but no
+    model was resident before it to be kept: read as swap-not-unloaded (3)."""
+    b = _card_stepped_up_and_nothing_said_what(0.0, 23.7 * GIB, 24 * GIB)
+    result = verdict(tmp_path, b)
+    snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert snu["score"] < 3, scores(result)
+    assert any("a card holding no model" in e for e in snu["evidence_against"]), snu
+
+
 def test_a_step_after_hours_of_wobbles_is_timed_by_its_jump(tmp_path):
     """swap-not-unloaded-111557002754740: a 24 GiB card at 15.8 GiB, now and then 16.0, for
     hours, then 7.8 GiB more in one scrape. The day-long look split the line in the wobbles
@@ -1953,15 +1965,15 @@ def test_a_model_kept_is_the_fault_only_where_the_next_found_no_room(tmp_path, f
     assert late != failed, snu
 
 
-def _loaded_on_demand(last: float, host: bool = False) -> Builder:
+def _loaded_on_demand(last: float, host: bool = False, between: float = 2 * GIB) -> Builder:
     """Ollama loads its model when callers come and unloads it when idle: the card stood at
-    32 GiB through two spells of the day, 2 GiB between; an hour before the failed load it
-    stepped from 2 GiB to `last`. `host`: a shared pool (Strix Halo), the host's line
-    holding the card's above 10 GiB of its own."""
+    32 GiB through two spells of the day, `between` otherwise; an hour before the failed
+    load it stepped to `last`. `host`: a shared pool (Strix Halo), the host's line holding
+    the card's above 10 GiB of its own."""
     n = len(DAY)
     spells = [range(70, 110), range(150, 200)]
     card = [
-        (last if i >= n - 12 else 32 * GIB if any(i in s for s in spells) else 2 * GIB)
+        (last if i >= n - 12 else 32 * GIB if any(i in s for s in spells) else between)
         for i in range(n)
     ]
     b = history(
@@ -1999,7 +2011,9 @@ def test_a_step_back_to_where_the_model_stood_that_day_is_no_second_model(tmp_pa
 
 
 def test_a_step_a_model_above_anything_that_day_is_a_model_kept(tmp_path):
-    result = verdict(tmp_path, _loaded_on_demand(52 * GIB))
+    # The model resident all day (32 GiB, kept alive), then 20 GiB more beside it. From a
+    # card holding no model the step is one load (test_a_step_from_an_empty_card_...).
+    result = verdict(tmp_path, _loaded_on_demand(52 * GIB, between=32 * GIB))
     snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
     assert any("the size of a model" in e for e in snu["evidence_for"]), snu
 

@@ -362,6 +362,16 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
                 "loaded on demand again"
             )
             continue
+        held = known([(t, v) for t, v in series if reached - HOUR_S / 4 <= t < reached])
+        if is_card(name) and held and max(held) < model:
+            # A model kept beside another needs one resident before: from a card that held
+            # none in the quarter hour before it reached its new level, the step is the
+            # first model, loaded when asked for.
+            j.evidence_against.append(
+                f"the {label} stepped up {gib(size)} from {gib(max(held))}, a card holding "
+                f"no model: the first one loaded, none kept beside it: {step.why}"
+            )
+            continue
         if not with_server and name == "memory_used" and (came := arrival(f)):
             # The host's line holds every process: one that arrived and holds the step is
             # what stepped it, not a model.
