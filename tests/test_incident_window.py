@@ -541,14 +541,30 @@ def _mild_stall(
     stall = {
         "host_psi_memory_some_seconds": plain("node_pressure_memory_waiting_seconds_total", out)
     }
+    return _node_memory(
+        trigger, total, available, (swap, swap_free), read_back, stall if psi else {}
+    )
+
+
+def _node_memory(
+    trigger: tuple,
+    total: float,
+    available: list[float],
+    swap: tuple[float, list[float]],
+    read_back: list[float],
+    more: dict[str, list[dict]],
+) -> Builder:
+    """node-exporter's memory of a `total` box through the day: available memory, swap (its
+    size, what is free) and the major-fault counter, beside `more` queries."""
+    n = len(DAY)
     return history(
         base(trigger=trigger),
         {
-            **(stall if psi else {}),
+            **more,
             "host_memory_available": plain("node_memory_MemAvailable_bytes", available),
             "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
-            "host_swap_total": plain("node_memory_SwapTotal_bytes", [swap] * n),
-            "host_swap_free": plain("node_memory_SwapFree_bytes", swap_free),
+            "host_swap_total": plain("node_memory_SwapTotal_bytes", [swap[0]] * n),
+            "host_swap_free": plain("node_memory_SwapFree_bytes", swap[1]),
             "host_major_faults": plain("node_vmstat_pgmajfault", read_back),
         },
     )
@@ -684,16 +700,7 @@ def test_pages_read_back_more_each_hour_for_five_hours_are_still_the_stall(tmp_p
         read_back.append(faulted)
     swap_free = [swap - 9 * GIB * max(0, i - (n - 8)) / 8 for i in range(n)]
     available = [0.06 * total if i >= n - 12 else 20 * GIB for i in range(n)]
-    b = history(
-        base(trigger=NO_ANSWER),
-        {
-            "host_memory_available": plain("node_memory_MemAvailable_bytes", available),
-            "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
-            "host_swap_total": plain("node_memory_SwapTotal_bytes", [swap] * n),
-            "host_swap_free": plain("node_memory_SwapFree_bytes", swap_free),
-            "host_major_faults": plain("node_vmstat_pgmajfault", read_back),
-        },
-    )
+    b = _node_memory(NO_ANSWER, total, available, (swap, swap_free), read_back, {})
     result = verdict(tmp_path, b)
     assert result["verdict"] == "memory-pressure-stall", scores(result)
 
