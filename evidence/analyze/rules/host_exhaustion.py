@@ -309,8 +309,9 @@ def _engines_held_level(f: Facts) -> str | None:
 def _card_grew(f: Facts) -> str | None:
     """The accelerator's memory (the engines' allocations) in the hour before the failure,
     above the most it held earlier (a model loaded on demand is back at its size, not
-    grown) by a large share of the machine: the engines grew, and on a shared pool that
-    growth is what the host ran out of."""
+    grown) by a large share of the machine, or on a shared pool by more than the room the
+    machine usually had: the engines grew, and on a shared pool that growth is what the
+    host ran out of."""
     if not history(f, "accelerator_used") or not f.memory_total:
         return None
     w = window(f)
