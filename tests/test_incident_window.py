@@ -1786,6 +1786,30 @@ def test_a_step_after_hours_of_wobbles_is_timed_by_its_jump(tmp_path):
     assert result["verdict"] == "swap-not-unloaded", scores(result)
 
 
+def test_a_model_step_on_gtt_that_left_the_host_short_is_a_model_kept(tmp_path):
+    """make eval 3535 (swap-not-unloaded-135323952441970): on a Strix Halo Ollama loaded a
+    70B model beside the 14B one it kept; the GTT pool of 120 GiB stepped 51.5 GiB to 68,
+    room left on the card's own reckoning, but GTT is the host's memory and the host was
+    left 4.5 GiB; the next load failed. Read as host-exhaustion, then (its ending capped)
+    insufficient-evidence."""
+    n = len(DAY)
+    card = [68 * GIB if i >= n - 14 else 16.5 * GIB for i in range(n)]
+    used = [c + 55.5 * GIB for c in card]
+    b = history(
+        base(trigger=("healthcheck", "ollama", "HTTP 500")),
+        {
+            "accelerator_memory_used": _series("amdgpu", card),
+            "accelerator_memory_total": _series("amdgpu", [120 * GIB] * n),
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in noisy(used, 0.1 * GIB)]
+            ),
+            "targets_up": [up("gateway", [1.0] * n)],
+        },
+    )
+    result = verdict(tmp_path, b)
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+
+
 def _pool_stepped_up(yesterday: float) -> Builder:
     """A GB10 read by node-exporter alone: 41 GiB in use since the evening, `yesterday`
     through yesterday's working hours, then 62 GiB more (gpt-oss-120b) 1.8 h before the

@@ -484,7 +484,16 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
                 or _one_load_on_the_host(f, name, series, steps, model)
             )
             and size >= BIG_MODEL_SHARE * pool
-            and (memory_ran_out(f) or _no_room_for_another(series, step, began, pool, model))
+            and (
+                memory_ran_out(f)
+                or _no_room_for_another(series, step, began, pool, model)
+                or (
+                    is_card(name)
+                    and shared_pool(f, name)
+                    and history(f, "available")
+                    and ran_low(f)
+                )
+            )
         ):
             # Nothing read says what loads models here, but a model's size on the card (the
             # engines' line alone), loaded in minutes inside the incident window and kept
