@@ -321,8 +321,7 @@ def _card_grew(f: Facts) -> str | None:
         return None
     rise = max(recent) - max(usual)
     least = CULPRIT_SHARE * f.memory_total
-    room = known(w.reference(f.series.get("available", [])))
-    if room and shared_pool(f):
+    if shared_pool(f) and (room := known(w.reference(f.series.get("available", [])))):
         # The card's memory is the host's: grown past the room the machine usually had, it
         # ran the machine out on its own, however small a share of it that was.
         least = min(least, max(median(room), LOW_AVAILABLE * f.memory_total))

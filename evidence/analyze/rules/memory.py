@@ -77,6 +77,11 @@ def ran_low(f: Facts) -> bool:
     return min(before or available) < LOW_AVAILABLE_SAMPLED * f.memory_total
 
 
+def ran_low_in_history(f: Facts) -> bool:
+    """`ran_low` where a history of available memory says so: not merely unmeasured."""
+    return history(f, "available") and ran_low(f)
+
+
 def card_full(f: Facts) -> str | None:
     d = nearly_full(f, unified=False)
     if d is None:

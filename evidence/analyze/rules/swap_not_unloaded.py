@@ -16,7 +16,7 @@ from evidence.analyze.rules.memory import (
     memory_lines,
     memory_series,
     pool_size,
-    ran_low,
+    ran_low_in_history,
     shared_pool,
 )
 from evidence.analyze.rules.models import (
@@ -362,8 +362,11 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
                 "loaded on demand again"
             )
             continue
-        held = known([(t, v) for t, v in series if reached - HOUR_S / 4 <= t < reached])
-        if is_card(name) and held and max(held) < model:
+        if (
+            is_card(name)
+            and (held := known([(t, v) for t, v in series if reached - HOUR_S / 4 <= t < reached]))
+            and max(held) < model
+        ):
             # A model kept beside another needs one resident before: from a card that held
             # none in the quarter hour before it reached its new level, the step is the
             # first model, loaded when asked for.
@@ -444,7 +447,7 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
             # came from only if memory then ran out (a kill, a failed allocation, or the
             # machine's available memory all but gone), and the step is a model's size,
             # loaded in minutes (a leak's hour of climbing reads as a step this far back).
-            ran_out = memory_ran_out(f) or (history(f, "available") and ran_low(f))
+            ran_out = memory_ran_out(f) or ran_low_in_history(f)
             big = size >= BIG_MODEL_SHARE * pool and took <= MODEL_LOADS_S and ran_out
             j.add(
                 3 if big else 1,
@@ -485,14 +488,7 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
             )
             and size >= BIG_MODEL_SHARE * pool
             and (
-                memory_ran_out(f)
-                or _no_room_for_another(series, step, began, pool, model)
-                or (
-                    is_card(name)
-                    and shared_pool(f, name)
-                    and history(f, "available")
-                    and ran_low(f)
-                )
+                memory_ran_out(f) or _no_room_for_another(f, name, series, step, began, pool, model)
             )
         ):
             # Nothing read says what loads models here, but a model's size on the card (the
@@ -513,13 +509,23 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
 
 
 def _no_room_for_another(
-    series: shapes.Series, step: shapes.Step, began: float, pool: float, model: float
+    f: Facts,
+    name: str,
+    series: shapes.Series,
+    step: shapes.Step,
+    began: float,
+    pool: float,
+    model: float,
 ) -> bool:
     """The line after the step kept less room than ROOM_LEFT leaves, or less than the
     model the step loaded (the next of its size did not fit) at a level it had not held
-    for an hour earlier: a machine that lived there before with nothing failing had room."""
+    for an hour earlier: a machine that lived there before with nothing failing had room.
+    A card that is the host's memory (GTT, unified) has none left where the host ran low,
+    whatever its own reckoning."""
     after, size = step.after or 0.0, step.size or 0.0
     if after >= ROOM_LEFT * pool:
+        return True
+    if is_card(name) and shared_pool(f, name) and ran_low_in_history(f):
         return True
     return pool - after < size and not _stood_there(series, began, after, model)
 
@@ -537,7 +543,7 @@ def _host_ran_out_beside(
         return None
     if shared_pool(f, name):
         return None
-    if not (killed(f) or (history(f, "available") and ran_low(f))):
+    if not (killed(f) or ran_low_in_history(f)):
         return None
     held = known(w.incident(series))
     if not held or max(held) >= ROOM_LEFT * pool:
