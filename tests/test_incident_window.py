@@ -2765,6 +2765,48 @@ def test_the_same_rise_with_room_left_on_the_card_is_not_called_a_leak(tmp_path)
     assert result["verdict"] != "leak-ratchet", scores(result)
 
 
+def _climb_hours_before_the_fall(readings: int) -> Builder:
+    """llama-server alone on a 128 GiB box, its host memory at 80 GiB between the evening's
+    bursts; eighteen hours before the EngineDown alert its floor rose 25 GiB over
+    `readings` five-minute readings and never came back, then 9.5 GiB more through the
+    last eight hours; its target went down with nothing in a log and no kill saying why:
+    the death released it."""
+    n, start, late = len(DAY), len(DAY) - 218, len(DAY) - 96
+    used = _floors([(0, 80 * GIB)], 3 * GIB)
+    used = [
+        u
+        + 25 * GIB * min(1.0, max(0.0, (i - start + 1) / readings))
+        + 9.5 * GIB * max(0, i - late) / 96
+        for i, u in enumerate(used)
+    ]
+    used[-2:] = [40 * GIB] * 2
+    return history(
+        base(trigger=("alert", "EngineDown", "up == 0 for 1m")),
+        {
+            "targets_up": [seen("llama-server", 8080, [1.0] * (n - 2) + [0.0] * 2)],
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in used]
+            ),
+            "host_memory_total": plain("node_memory_MemTotal_bytes", [TOTAL] * n),
+        },
+    ).absent(*NO_LOGS)
+
+
+@pytest.mark.parametrize(("readings", "leak"), [(16, True), (2, False)], ids=["80-min", "10-min"])
+def test_a_rise_that_took_hours_with_nothing_saying_memory_ran_out_is_no_step(
+    tmp_path, readings, leak
+):
+    """Real-path seed 3737 (leak-ratchet-s24, llama-server on a Mac): the floor climbed
+    23 GiB in about three hours (80 minutes from a tenth to nine tenths of it) and held
+    to the engine's fall; with nothing saying the engine's memory ran out, the two-hour
+    floors' one jump read as 'a step, not a ratchet', insufficient-evidence. A model
+    loads in minutes. The look-alike: the same rise in ten minutes is a step."""
+    result = verdict(tmp_path, _climb_hours_before_the_fall(readings))
+    lr = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert any("a step, not a ratchet" in e for e in lr["evidence_against"]) is not leak, lr
+    assert (result["verdict"] == "leak-ratchet") is leak, scores(result)
+
+
 def test_the_same_jump_as_a_second_server_came_up_is_a_step(tmp_path):
     result = verdict(tmp_path, _one_jump_to_the_kill(second_server=True))
     leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")

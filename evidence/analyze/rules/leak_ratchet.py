@@ -500,9 +500,9 @@ def _one_step(
 ) -> str | None:
     """Why most of the floors' rise is one step, not a ratchet; None when it is not. One
     jump between two stretches carries most of it, and it is a load: a server came up
-    then, or nothing says the engine's own memory ran out, or the jump is the size of a
-    model and came at once (a leak's remainders of one busy spell pile up over its
-    hours)."""
+    then, or nothing says the engine's own memory ran out and it did not take longer
+    than a model loads, or the jump is the size of a model and came at once (a leak's
+    remainders of one busy spell pile up over its hours)."""
     # A swap and back inside the run is no jump: the climb back is where it was before.
     # (The first and last floors stay, so the rise is the run's.)
     floors = _without_returned_dips(floors)
@@ -546,6 +546,10 @@ def _one_step(
     if name == ENGINE_RSS:
         return None  # its process holds no model: a jump no new server explains is its own
     if ran_out is None:
+        # Two-hour floors put a climb of an hour or two between two neighbours as well: a
+        # model loads in minutes, a leak's busiest spell takes longer.
+        if step.verdict and rise_time(span, step) > MODEL_LOADS_S:
+            return None
         return f"{said}: a step, not a ratchet"
     # The engine's own memory ran out: a jump too small for a model, or one that took
     # hours, is what one busy spell left behind.
