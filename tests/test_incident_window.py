@@ -4505,3 +4505,35 @@ def test_a_model_loaded_hours_before_that_left_no_room_is_the_model_kept(tmp_pat
     swap = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
     assert (swap["score"] >= 3) is kept, scores(result)
     assert (result["verdict"] == "swap-not-unloaded") is kept, scores(result)
+
+
+def _second_model_on_a_card(after: float) -> Builder:
+    """A 24 GiB card behind a gateway (DCGM read, the engine publishing nothing): 14.3 GiB
+    all day, then three hours and ten minutes before the GatewayDown alert it steps to
+    `after` within one reading and stays. Nothing was killed, the host kept room and no
+    log was read."""
+    n = len(DAY)
+    card = [14.3 * GIB if i < n - 38 else after for i in range(n)]
+    return history(
+        base(trigger=("alert", "GatewayDown", "probe_success == 0 for 2m")),
+        {
+            "targets_up": [up("gateway", [1.0] * n)],
+            "accelerator_memory_used": _series("dcgm", noisy(card, 0.02 * GIB)),
+            "accelerator_memory_total": _series("dcgm", [24.0 * GIB] * n),
+        },
+    ).absent(*NO_LOGS)
+
+
+@pytest.mark.parametrize(
+    ("after", "kept"), [(23.6 * GIB, True), (19.0 * GIB, False)], ids=["full", "room-left"]
+)
+def test_a_model_loaded_hours_before_that_filled_the_card_is_the_model_kept(tmp_path, after, kept):
+    """Real-path seed 3737 (swap-not-unloaded-s11, Ollama on an RTX 3090): a second model
+    took the card from 14.3 to 23.6 of 24 GiB 193 minutes before the next load failed and
+    the gateway's alert fired: a shape (1 point), insufficient-evidence, because only a
+    kill or the host running low said memory ran out. A card left all but full says it.
+    The look-alike: a smaller step that left the card a fifth free."""
+    result = verdict(tmp_path, _second_model_on_a_card(after))
+    swap = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    assert (swap["score"] >= 3) is kept, scores(result)
+    assert (result["verdict"] == "swap-not-unloaded") is kept, scores(result)

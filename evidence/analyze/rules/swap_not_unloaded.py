@@ -444,10 +444,13 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
             )
         elif w.failure and (step.t_change or 0) < w.start:
             # Hours before the incident window: the model that stayed is what this failure
-            # came from only if memory then ran out (a kill, a failed allocation, or the
-            # machine's available memory all but gone), and the step is a model's size,
-            # loaded in minutes (a leak's hour of climbing reads as a step this far back).
-            ran_out = memory_ran_out(f) or ran_low_in_history(f)
+            # came from only if memory then ran out (a kill, a failed allocation, the
+            # machine's available memory all but gone, or the line left all but full by the
+            # step: the next load found no room), and the step is a model's size, loaded in
+            # minutes (a leak's hour of climbing reads as a step this far back).
+            ran_out = (
+                memory_ran_out(f) or ran_low_in_history(f) or (step.after or 0) >= ROOM_LEFT * pool
+            )
             big = size >= BIG_MODEL_SHARE * pool and took <= MODEL_LOADS_S and ran_out
             j.add(
                 3 if big else 1,
