@@ -4456,6 +4456,57 @@ def _longer_prompts_then_memory_filled(served: bool) -> Builder:
     )
 
 
+def _longer_prompts_while_the_host_ran_out(card_climbed: bool) -> Builder:
+    """llama-server on a 48 GiB card (DCGM read) in a 64 GiB box: 5.5 prompt tokens per
+    answer token all day, 9 from two hours before the end; its context high-water at
+    8601 all day. From a hundred minutes before, the host's memory climbs from 20 to 63
+    GiB (a build), the kernel's kill counter rises and the engine's target falls. The card
+    holds 30 GiB level throughout, or (`card_climbed`) climbs to 46 GiB through the last
+    two hours with the prompts."""
+    n, total = len(DAY), 64 * GIB
+    ratio = [5.5 if i < n - 24 else 9.0 for i in range(n)]
+    counters = _token_counters([250.0 * 300] * n, ratio)
+    generated, prompt = ([v for _, v in counters[k]] for k in ("tokens_generated", "tokens_prompt"))
+    used = noisy([20 * GIB + 43 * GIB * max(0, i - (n - 20)) / 19 for i in range(n)], 0.05 * GIB)
+    card = [
+        30 * GIB + (16 * GIB * max(0, i - (n - 24)) / 23 if card_climbed else 0.0) for i in range(n)
+    ]
+    return history(
+        base(trigger=("alert", "EngineDown")),
+        {
+            "targets_up": [seen("llama-server", 8080, [1.0] * (n - 1) + [0.0])],
+            "tokens_generated": plain("llamacpp:tokens_predicted_total", generated),
+            "tokens_prompt": plain("llamacpp:prompt_tokens_total", prompt),
+            "context_high_water": plain("llamacpp:n_tokens_max", [8601.0] * n),
+            "accelerator_memory_used": _series("dcgm", noisy(card, 0.02 * GIB)),
+            "accelerator_memory_total": _series("dcgm", [48.0 * GIB] * n),
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [total - u for u in used]
+            ),
+            "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
+            "host_oom_kills": plain("node_vmstat_oom_kill", [0.0] * (n - 2) + [1.0] * 2),
+        },
+    )
+
+
+@pytest.mark.parametrize("card_climbed", [False, True], ids=["card-level", "card-climbed"])
+def test_longer_prompts_beside_a_level_card_while_the_host_ran_out_are_a_note(
+    tmp_path, card_climbed
+):
+    """Fresh seed 3838 through a real Prometheus (host-exhaustion-s47, a build filling a
+    Strix Halo's host while llama-server served): named context-creep with 5 points, the
+    prompts 1.6 times their usual length, though the high-water set no new record and
+    the card's line, where the cache lives, held level while the host ran out. The
+    look-alike: the card climbing with the prompts is the cache that took the memory."""
+    result = verdict(tmp_path, _longer_prompts_while_the_host_ran_out(card_climbed))
+    creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+    level = any("held level through the incident window" in e for e in creep["evidence_against"])
+    assert level is not card_climbed, creep
+    assert (creep["score"] >= 3) is card_climbed, scores(result)
+    if not card_climbed:
+        assert result["verdict"] == "host-exhaustion", scores(result)
+
+
 @pytest.mark.parametrize("served", [True, False])
 def test_memory_that_filled_while_nothing_ran_is_not_the_conversations(tmp_path, served):
     """Fresh seed 2626 through a real Prometheus (memory-pressure-stall-226225856124565,

@@ -21,7 +21,7 @@ from evidence.analyze.rules.context_length import (
 from evidence.analyze.rules.floors import LEAK_SHARE, rising_before
 from evidence.analyze.rules.judgement import NOTE_IS_EVIDENCE, Judgement, rule
 from evidence.analyze.rules.memory import memory_lines, memory_series, pool_size
-from evidence.analyze.rules.ran_out import card_ran_out
+from evidence.analyze.rules.ran_out import card_ran_out, kills_in_history, machine_killed
 from evidence.analyze.rules.rises import card_kept_the_context, idle_rise, rose_with_the_context
 from evidence.analyze.rules.series import HOUR_S, history, hourly, median, window
 from evidence.analyze.rules.text import gib, last
@@ -69,11 +69,36 @@ def context_creep(f: Facts) -> Judgement:
         _prompts_in_log(f, j)
     if f.lines.get("kv-cache") and j.score:
         j.add(1, f"the log mentions the KV cache: {last(f, 'kv-cache')}")
+    if j.score > 0 and not higher and (flat := _host_ran_out_card_flat(f)):
+        # The prompts' length may stand, as a note: it is not what this failure ran out of.
+        j.score = min(j.score, 1)
+        j.evidence_against.append(flat)
     if j.score > 0 and (idle := _filled_while_idle(f)):
         # What the prompts did may stand, as a note: it is not what this failure ran out of.
         j.score = min(j.score, 1)
         j.evidence_against.append(idle)
     return j
+
+
+def _host_ran_out_card_flat(f: Facts) -> str | None:
+    """The kernel killed for the machine while the accelerator's line, where the engines
+    keep the conversations' cache (a card, or the host's memory mapped for the GPU), held
+    level through the incident window, in words. Longer prompts read beside a cache that
+    set no new high took none of the memory that ran out."""
+    w = window(f)
+    if not w.failure or not history(f, "accelerator_used"):
+        return None
+    if not (machine_killed(f) or kills_in_history(f)):
+        return None
+    card = known(w.incident(f.series["accelerator_used"]))
+    pool = pool_size(f, "accelerator_used")
+    if not card or not pool or max(card) - min(card) >= LEAK_SHARE * pool:
+        return None
+    return (
+        f"the accelerator's line, where the conversations' cache lives, held level through "
+        f"the incident window (within {gib(max(card) - min(card))} of {gib(pool)}) while the "
+        "machine ran out: the longer prompts took none of it"
+    )
 
 
 def _filled_while_idle(f: Facts) -> str | None:
