@@ -54,6 +54,7 @@ from evidence.analyze.rules.rises import (
     card_stayed,
     engine_climbed,
     gave_back_while_quiet,
+    passed_between,
     released_at,
     rested,
     rise,
@@ -547,8 +548,13 @@ def _one_step(
         return None  # its process holds no model: a jump no new server explains is its own
     if ran_out is None:
         # Two-hour floors put a climb of an hour or two between two neighbours as well: a
-        # model loads in minutes, a leak's busiest spell takes longer.
-        if step.verdict and rise_time(span, step) > MODEL_LOADS_S:
+        # model loads in minutes, a leak's busiest spell takes longer and reads between the
+        # levels on its way (coarse readings jump between them however fast it was).
+        if (
+            step.verdict
+            and reached - began > MODEL_LOADS_S
+            and passed_between(span, step, began, reached)
+        ):
             return None
         return f"{said}: a step, not a ratchet"
     # The engine's own memory ran out: a jump too small for a model, or one that took

@@ -37,6 +37,7 @@ from evidence.analyze.rules.rises import (
     MODEL_LOADS_S,
     card_stayed,
     engine_climbed,
+    passed_between,
     rested,
     rise,
     rise_time,
@@ -309,7 +310,7 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
                 "where it was: the engine's own memory, not a model loaded to be served"
             )
             continue
-        if took > LOAD_TAKES_S and _passed_between(series, step, began, reached):
+        if took > LOAD_TAKES_S and passed_between(series, step, began, reached):
             # A model loads within the hour; a level reached over hours is a climb (a leak, a
             # growing cache) that a split into two levels only approximates. Hours with no
             # reading between the levels are a level held (a smaller model) and then a jump.
@@ -666,17 +667,6 @@ def _second_engine(f: Facts) -> str | None:
                 f"then {w.failure.what}: a second model loaded without the first unloaded"
             )
     return None
-
-
-def _passed_between(series: shapes.Series, step: shapes.Step, began: float, reached: float) -> bool:
-    """Whether the line, on its way from `began` to `reached`, read anything between a fifth
-    and four fifths of the step: a climb passes through, a jump does not."""
-    before, size = step.before or 0.0, step.size or 0.0
-    return any(
-        began < t < reached and before + 0.2 * size <= v <= before + 0.8 * size
-        for t, v in series
-        if v is not None
-    )
 
 
 def _servers_started(f: Facts) -> list[tuple[float, str]]:
