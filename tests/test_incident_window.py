@@ -354,6 +354,52 @@ def _second_model_while_the_host_ran_out(card_full: bool) -> Builder:
     return b.logs(["CUDA error: out of memory"]) if card_full else b
 
 
+def _grew_to_a_kill_behind_a_gateway(answer: str) -> Builder:
+    """Ollama behind a gateway on a 120 GiB unified box, nothing of it scraped: 30 GiB in
+    use between its loads all day; from six hours before the failed check the floor rose
+    busy spell by busy spell to all of the machine, the kernel's kill counter rose and the
+    line came back to 30 GiB. The gateway's check failed with `answer`."""
+    n, total = len(DAY), 120 * GIB
+    start = n - 72
+    used = _floors(
+        [(0, 30 * GIB)] + [(start + 12 * k, (30 + 15 * k) * GIB) for k in range(1, 6)], 8 * GIB
+    )
+    used[-12:-2] = [110 * GIB + GIB * k for k in range(10)]
+    used[-2:] = [30 * GIB] * 2
+    return history(
+        base(trigger=("healthcheck", "gateway", answer)),
+        {
+            "targets_up": [up("gateway", [1.0] * n)],
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [total - u for u in noisy(used, 0.1 * GIB)]
+            ),
+            "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
+            "host_oom_kills": plain("node_vmstat_oom_kill", [0.0] * (n - 2) + [1.0] * 2),
+        },
+    ).absent(*NO_LOGS)
+
+
+@pytest.mark.parametrize(
+    ("answer", "late"),
+    [("no answer within 30 s", True), ("HTTP 500", False)],
+    ids=["late", "error"],
+)
+def test_a_rise_the_kill_gave_back_while_the_engines_answered_late_is_not_theirs(
+    tmp_path, answer, late
+):
+    """Fresh seeds 3434, 3838, 3939 through a real Prometheus (host-exhaustion s61, s75,
+    s26: a browser or a container filling an Ollama box until the kernel killed it):
+    leak-ratchet 4 against host-exhaustion 2, the floor rising to the kill. The kill gave
+    the whole rise back while the check only timed out: the engine lived through it, and
+    the rise was its victim's. The look-alike: the check answered with an error, as
+    Ollama does when the kernel took its runner."""
+    result = verdict(tmp_path, _grew_to_a_kill_behind_a_gateway(answer))
+    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    freed = any("answered late" in e for e in leak["evidence_against"])
+    assert freed is late, leak
+    assert (result["verdict"] == "host-exhaustion") is late, scores(result)
+
+
 def _card_grew_on_a_full_host(card_total: float) -> Builder:
     """A host that lives at 1.2 GiB available (the model, its cache and the desktop take
     the rest); the card's line 12 GiB above its day in the last 75 minutes, then the kernel

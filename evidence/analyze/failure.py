@@ -87,7 +87,7 @@ class Failure:
     def timed_out(self) -> bool:
         """Some sign says an answer did not come in time (the service was slow, whether or
         not it also went down)."""
-        return any(TIMED_OUT.search(s.what) for s in self.signs)
+        return any(late(s.what) for s in self.signs)
 
     def said(self) -> str:
         """One line for an operator: what failed, and when."""
@@ -95,6 +95,11 @@ class Failure:
         others = len(self.signs) - 1
         more = f" (and {others} more sign{'s' * (others > 1)})" if others > 0 else ""
         return f"{self.what} at {when}{more}"
+
+
+def late(what: str) -> bool:
+    """A sign's words say an answer did not come in time."""
+    return TIMED_OUT.search(what) is not None
 
 
 def is_gateway(target: str) -> bool:

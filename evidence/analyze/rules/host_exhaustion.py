@@ -21,6 +21,7 @@ from evidence.analyze.rules.processes import (
     largest_other,
 )
 from evidence.analyze.rules.ran_out import (
+    counted_kill_at,
     killed_unseen,
     kills_in_history,
     machine_killed,
@@ -253,27 +254,20 @@ def _engines_spared(f: Facts) -> str | None:
     """Where only the kill counter saw the kill: every engine target read up from the
     reading the counter rose at to the last (none is the victim), in words. The killer
     takes the largest; that it was not an engine makes it the process that grew."""
-    counts = [(t, v) for t, v in f.series.get("oom_kills_history", []) if v is not None]
-    rose = [
-        t
-        for (_, a), (t, b) in zip(counts, counts[1:], strict=False)
-        if b > a and t >= window(f).start
-    ]
-    if not rose:
+    rose = counted_kill_at(f)
+    if rose is None:
         return None
     # The engines that ran when it came (a target configured and never started is none).
     servers = [
-        s
-        for t, s in f.targets.items()
-        if is_server(t) and any(v == 1 for u, v in s if u < rose[-1])
+        s for t, s in f.targets.items() if is_server(t) and any(v == 1 for u, v in s if u < rose)
     ]
     if not servers:
         return None
     last = max(t for s in servers for t, _ in s)
-    if not all(up_through(s, rose[-1], last) for s in servers):
+    if not all(up_through(s, rose, last) for s in servers):
         return None
     return (
-        f"every engine target stayed up through the kill {at(f, rose[-1])}: the OOM killer "
+        f"every engine target stayed up through the kill {at(f, rose)}: the OOM killer "
         "took another process, not an engine"
     )
 

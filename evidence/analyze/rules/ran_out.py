@@ -116,6 +116,17 @@ def kills_in_history(f: Facts) -> float:
     return max(0.0, counts[-1] - counts[0] - len(fenced)) if len(counts) >= 2 else 0.0
 
 
+def counted_kill_at(f: Facts) -> float | None:
+    """The reading at which node_vmstat_oom_kill last rose in the incident window, or None."""
+    counts = [(t, v) for t, v in f.series.get("oom_kills_history", []) if v is not None]
+    rose = [
+        t
+        for (_, a), (t, b) in zip(counts, counts[1:], strict=False)
+        if b > a and t >= window(f).start
+    ]
+    return rose[-1] if rose else None
+
+
 def killed_unseen(f: Facts) -> bool:
     """A Mac (its history is macOS node-exporter's, with the compressor) kills for memory
     with jetsam, which logs to the unified log and never to the kernel log read here: a
