@@ -4507,16 +4507,15 @@ def _longer_prompts_while_the_host_ran_out(card_climbed: bool) -> Builder:
     answer token all day, 9 from two hours before the end; its context high-water at
     8601 all day. From a hundred minutes before, the host's memory climbs from 20 to 63
     GiB (a build), the kernel's kill counter rises and the engine's target falls. The card
-    holds 30 GiB level throughout, or (`card_climbed`) climbs to 46 GiB through the last
-    two hours with the prompts."""
+    holds 30 GiB level throughout, or (`card_climbed`) climbed to 46 GiB between five and
+    four hours before, where it stayed: the cache grew before the incident window."""
     n, total = len(DAY), 64 * GIB
     ratio = [5.5 if i < n - 24 else 9.0 for i in range(n)]
     counters = _token_counters([250.0 * 300] * n, ratio)
     generated, prompt = ([v for _, v in counters[k]] for k in ("tokens_generated", "tokens_prompt"))
     used = noisy([20 * GIB + 43 * GIB * max(0, i - (n - 20)) / 19 for i in range(n)], 0.05 * GIB)
-    card = [
-        30 * GIB + (16 * GIB * max(0, i - (n - 24)) / 23 if card_climbed else 0.0) for i in range(n)
-    ]
+    climb = [min(1.0, max(0.0, (i - (n - 60)) / 12)) if card_climbed else 0.0 for i in range(n)]
+    card = [30 * GIB + 16 * GIB * c for c in climb]
     return history(
         base(trigger=("alert", "EngineDown")),
         {
@@ -4543,10 +4542,12 @@ def test_longer_prompts_beside_a_level_card_while_the_host_ran_out_are_a_note(
     Strix Halo's host while llama-server served): named context-creep with 5 points, the
     prompts 1.6 times their usual length, though the high-water set no new record and
     the card's line, where the cache lives, held level while the host ran out. The
-    look-alike: the card climbing with the prompts is the cache that took the memory."""
+    look-alike (loader seed 2424, context-creep-186704005809370): the card climbed with
+    the high-water four hours before and held there: the cache took the memory before
+    the incident window, and the creep stands."""
     result = verdict(tmp_path, _longer_prompts_while_the_host_ran_out(card_climbed))
     creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
-    level = any("held level through the incident window" in e for e in creep["evidence_against"])
+    level = any("held level through the last 6 h" in e for e in creep["evidence_against"])
     assert level is not card_climbed, creep
     assert (creep["score"] >= 3) is card_climbed, scores(result)
     if not card_climbed:

@@ -83,21 +83,23 @@ def context_creep(f: Facts) -> Judgement:
 def _host_ran_out_card_flat(f: Facts) -> str | None:
     """The kernel killed for the machine while the accelerator's line, where the engines
     keep the conversations' cache (a card, or the host's memory mapped for the GPU), held
-    level through the incident window, in words. Longer prompts read beside a cache that
-    set no new high took none of the memory that ran out."""
+    level through the hours a creep takes (CREEP_LOOK_S), in words. Longer prompts read
+    beside a cache that set no new high took none of the memory that ran out."""
     w = window(f)
     if not w.failure or not history(f, "accelerator_used"):
         return None
     if not (machine_killed(f) or kills_in_history(f)):
         return None
-    card = known(w.incident(f.series["accelerator_used"]))
+    card = known(
+        [(t, v) for t, v in w.upto(f.series["accelerator_used"]) if t >= w.end - CREEP_LOOK_S]
+    )
     pool = pool_size(f, "accelerator_used")
     if not card or not pool or max(card) - min(card) >= LEAK_SHARE * pool:
         return None
     return (
         f"the accelerator's line, where the conversations' cache lives, held level through "
-        f"the incident window (within {gib(max(card) - min(card))} of {gib(pool)}) while the "
-        "machine ran out: the longer prompts took none of it"
+        f"the last {CREEP_LOOK_S / HOUR_S:.0f} h (within {gib(max(card) - min(card))} of "
+        f"{gib(pool)}) while the machine ran out: the longer prompts took none of it"
     )
 
 
