@@ -4605,13 +4605,16 @@ def test_a_model_loaded_hours_before_that_left_no_room_is_the_model_kept(tmp_pat
     assert (result["verdict"] == "swap-not-unloaded") is kept, scores(result)
 
 
-def _second_model_on_a_card(after: float) -> Builder:
-    """A 24 GiB card behind a gateway (DCGM read, the engine publishing nothing): 14.3 GiB
+def _second_model_on_a_card(after: float, held: float = 14.3 * GIB) -> Builder:
+    """A 24 GiB card behind a gateway (DCGM read, the engine publishing nothing): `held`
     all day, then three hours and ten minutes before the GatewayDown alert it steps to
     `after` within one reading and stays. Nothing was killed, the host kept room and no
-    log was read."""
+    log was read. A card that held nothing was loaded on demand and let go in the hour
+    before the step (Ollama's keep-alive), every other reading full."""
     n = len(DAY)
-    card = [14.3 * GIB if i < n - 38 else after for i in range(n)]
+    card = [held if i < n - 38 else after for i in range(n)]
+    if held < GIB:
+        card[n - 50 : n - 38] = [after if i % 2 else held for i in range(12)]
     return history(
         base(trigger=("alert", "GatewayDown", "probe_success == 0 for 2m")),
         {
@@ -4623,15 +4626,21 @@ def _second_model_on_a_card(after: float) -> Builder:
 
 
 @pytest.mark.parametrize(
-    ("after", "kept"), [(23.6 * GIB, True), (19.0 * GIB, False)], ids=["full", "room-left"]
+    ("after", "held", "kept"),
+    [(23.6 * GIB, 14.3 * GIB, True), (19.0 * GIB, 14.3 * GIB, False), (23.6 * GIB, 0.0, False)],
+    ids=["full", "room-left", "filled-from-empty"],
 )
-def test_a_model_loaded_hours_before_that_filled_the_card_is_the_model_kept(tmp_path, after, kept):
+def test_a_model_loaded_hours_before_that_filled_the_card_is_the_model_kept(
+    tmp_path, after, held, kept
+):
     """Real-path seed 3737 (swap-not-unloaded-s11, Ollama on an RTX 3090): a second model
     took the card from 14.3 to 23.6 of 24 GiB 193 minutes before the next load failed and
     the gateway's alert fired: a shape (1 point), insufficient-evidence, because only a
     kill or the host running low said memory ran out. A card left all but full says it.
-    The look-alike: a smaller step that left the card a fifth free."""
-    result = verdict(tmp_path, _second_model_on_a_card(after))
+    The look-alikes: a smaller step that left the card a fifth free, and a card filled
+    from empty by one model loaded on demand (fresh seed 4141's real sample,
+    context-creep-s8, Ollama on an RTX 3090: read as a model kept, 3)."""
+    result = verdict(tmp_path, _second_model_on_a_card(after, held))
     swap = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
     assert (swap["score"] >= 3) is kept, scores(result)
     assert (result["verdict"] == "swap-not-unloaded") is kept, scores(result)

@@ -446,12 +446,12 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
         elif w.failure and (step.t_change or 0) < w.start:
             # Hours before the incident window: the model that stayed is what this failure
             # came from only if memory then ran out (a kill, a failed allocation, the
-            # machine's available memory all but gone, or the line left all but full by the
-            # step: the next load found no room), and the step is a model's size, loaded in
-            # minutes (a leak's hour of climbing reads as a step this far back).
-            ran_out = (
-                memory_ran_out(f) or ran_low_in_history(f) or (step.after or 0) >= ROOM_LEFT * pool
-            )
+            # machine's available memory all but gone, or a line that held a model before
+            # the step left all but full by it: the next load found no room), and the step is
+            # a model's size, loaded in minutes (a leak's hour of climbing reads as a step
+            # this far back). A card filled from empty holds one model, none kept beside it.
+            filled = (step.before or 0) >= model and (step.after or 0) >= ROOM_LEFT * pool
+            ran_out = memory_ran_out(f) or ran_low_in_history(f) or filled
             big = size >= BIG_MODEL_SHARE * pool and took <= MODEL_LOADS_S and ran_out
             j.add(
                 3 if big else 1,
