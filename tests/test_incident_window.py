@@ -400,6 +400,64 @@ def test_a_rise_the_kill_gave_back_while_the_engines_answered_late_is_not_theirs
     assert (result["verdict"] == "host-exhaustion") is late, scores(result)
 
 
+def _second_server_queued_its_own(queue_on_first: bool) -> Builder:
+    """Two llama-servers behind llama-swap on a 24 GiB card (DCGM read): the day's model's
+    server (5804) serves all day; 74 minutes before the end a second model's server (5805)
+    comes up, the card steps from 12 to 21.7 GiB with it and stays, and its callers wait
+    behind its two slots (three waiting) until it falls (an EngineDown alert), the first
+    serving on. Or (`queue_on_first`) the same, with the first server's callers waiting
+    as much from two and a half hours before."""
+    n = len(DAY)
+    second = [None] * (n - 16) + [1.0] * 14 + [0.0] * 2
+    card = [12 * GIB] * (n - 16) + [21.7 * GIB] * 14 + [12 * GIB] * 2
+    first_waiting = [3.0 if queue_on_first and i >= n - 30 and i % 3 else 0.0 for i in range(n)]
+    second_waiting = [3.0 if i % 3 else 2.0 for i in range(14)]
+
+    def deferred(port: int, at: list[float], values: list[float]) -> dict:
+        return {
+            "metric": {
+                "__name__": "llamacpp:requests_deferred",
+                "job": "llama-server",
+                "instance": f"127.0.0.1:{port}",
+            },
+            "values": [[t, repr(v)] for t, v in zip(at, values, strict=True)],
+        }
+
+    servers = [seen("llama-server", 5804, [1.0] * n), seen("llama-server", 5805, second)]
+    return history(
+        base(trigger=("alert", "EngineDown", "up == 0 for 1m")),
+        {
+            "targets_up": [up("gateway", [1.0] * n), *servers],
+            "engine_up": servers,
+            "requests_waiting": [
+                deferred(5804, DAY, first_waiting),
+                deferred(5805, DAY[n - 16 : n - 2], second_waiting),
+            ],
+            "accelerator_memory_used": _series("dcgm", noisy(card, 0.02 * GIB)),
+            "accelerator_memory_total": _series("dcgm", [24.0 * GIB] * n),
+        },
+    ).absent(*NO_LOGS)
+
+
+@pytest.mark.parametrize("queue_on_first", [False, True], ids=["newcomers-queue", "both-queued"])
+def test_a_queue_only_on_a_server_just_started_beside_another_is_not_more_callers(
+    tmp_path, queue_on_first
+):
+    """Fresh seeds 3737, 3535, 4040 through a real Prometheus (swap-not-unloaded s74, s11,
+    s25; s11): a second model's server came up beside the first, its callers queued behind
+    its slots from its first minute, and it died of the card it could not get:
+    concurrency-overload 4 against swap-not-unloaded 3, ambiguous, the queue read from the
+    servers' sum as a day's new load. A server started in the incident window has no plan
+    of its own to be overloaded against. The look-alike: the first server's callers
+    queued as much from before the second came."""
+    result = verdict(tmp_path, _second_server_queued_its_own(queue_on_first))
+    queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+    newcomer = any("a server that came up" in e for e in queue["evidence_against"])
+    assert newcomer is not queue_on_first, queue
+    if not queue_on_first:
+        assert result["verdict"] == "swap-not-unloaded", scores(result)
+
+
 def _card_grew_on_a_full_host(card_total: float) -> Builder:
     """A host that lives at 1.2 GiB available (the model, its cache and the desktop take
     the rest); the card's line 12 GiB above its day in the last 75 minutes, then the kernel

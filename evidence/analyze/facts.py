@@ -141,6 +141,9 @@ class Facts:
     # Each scrape target's `up` history, by "job/instance", and the query that named it.
     targets: dict[str, Series] = field(default_factory=dict)
     target_query: dict[str, str] = field(default_factory=dict)
+    # Requests waiting by the target ("job/instance") that published them: the queue's
+    # series above is their sum.
+    queues: dict[str, Series] = field(default_factory=dict)
     # Each OOM-killer kill the kernel log holds: seconds before the bundle began (None when
     # the kernel did not date it), and the line.
     oom_kills: list[tuple[float | None, str]] = field(default_factory=list)
@@ -346,6 +349,15 @@ def _prometheus(con: duckdb.DuckDBPyConnection, facts: Facts, bundle_id: str) ->
         if key not in facts.targets or query != "targets_up":
             facts.targets[key] = [(_ts(t), v) for t, v in points]
             facts.target_query[key] = query
+    for job, instance, points in con.execute(
+        """SELECT job, instance, list((t, v) ORDER BY t) FROM (
+               SELECT labels['job'] AS job, labels['instance'] AS instance, t, sum(value) AS v
+               FROM prometheus_series WHERE bundle_id = ? AND query = 'requests_waiting'
+                   AND t IS NOT NULL GROUP BY ALL)
+           GROUP BY ALL""",
+        [bundle_id],
+    ).fetchall():
+        facts.queues[f"{job or '?'}/{instance or '?'}"] = [(_ts(t), v) for t, v in points]
     _darwin_available(con, facts, bundle_id)
     if facts.has("available") and facts.origin.get("available") == "prometheus":
         # Prometheus saw the machine the history is of: its total, not this bundle's, if known.

@@ -2,6 +2,7 @@
 
 from evidence.analyze import shapes, statlines
 from evidence.analyze.facts import Facts
+from evidence.analyze.failure import came_up, is_server
 from evidence.analyze.rules.callers import QUEUE_DEEPER, busier_than_usual, slots_held
 from evidence.analyze.rules.context_length import (
     PROMPT_MIN_GENERATED,
@@ -28,6 +29,8 @@ from evidence.analyze.rules.series import (
     mean,
     per_second,
     readings,
+    targets_began,
+    up_through,
     window,
 )
 from evidence.analyze.rules.text import last
@@ -45,6 +48,7 @@ STALL_LEADS_S = 900  # a stall this far ahead of the queue is what the queue for
 STALL_DEEPER = 1.25  # a stall this far past its worst hour before is tonight's, not the box's
 QUEUED = 0.5  # requests waiting: a gauge of whole requests, averaged by a scrape's step
 SLOWED_SHARE = 0.8  # serving under this share of a usual busy hour is an engine slowed
+NEWCOMER_SHARE = 0.8  # the queue on servers started in the incident window, for the most part
 
 
 @rule("concurrency-overload")
@@ -107,6 +111,12 @@ def concurrency_overload(f: Facts) -> Judgement:
         # less than on a usual busy hour, while memory stalled, formed behind the stall.
         j.score = min(j.score - 2, 1)
         j.evidence_against.append(slowed)
+    newcomer = _queue_of_a_newcomer(f) if j.score >= NOTE_IS_EVIDENCE else None
+    if newcomer:
+        # More callers than slots is against the plan the box served by; a server started
+        # in the incident window beside one that served on has no plan of its own yet.
+        j.score = min(j.score - 2, 1)
+        j.evidence_against.append(newcomer)
     climbed = _climbed_under_held_load(f) if j.score >= NOTE_IS_EVIDENCE else None
     if climbed:
         # A queue holds memory only for what runs: with as many running to the end, the
@@ -123,6 +133,46 @@ def concurrency_overload(f: Facts) -> Judgement:
             f"{longer}: each request held its slot longer; the queue is the longer context's"
         )
     return j
+
+
+def _queue_of_a_newcomer(f: Facts) -> str | None:
+    """The queue of the hour before the failure was, for the most part (NEWCOMER_SHARE),
+    on servers that came up in the incident window while a server up before them served on
+    to the failure, in words. A model loaded beside another takes callers of its own from
+    its first minute: they queue behind its slots because it was just started, not
+    because more of them came than the box was planned for."""
+    w = window(f)
+    if not w.failure or len(f.queues) < 2:
+        return None
+    began = targets_began(f)
+    came = {
+        key: times[-1]
+        for key in f.queues
+        if (times := [t for t in came_up(w.upto(f.targets.get(key, [])), began) if t >= w.start])
+    }
+    if not came:
+        return None
+    depth = {key: mean(known(w.last(q, HOUR_S)) or [0.0]) for key, q in f.queues.items()}
+    total = sum(depth.values())
+    if total <= 0 or sum(depth[k] for k in came) < NEWCOMER_SHARE * total:
+        return None
+    first = min(came.values())
+    kept = [
+        key
+        for key, s in f.targets.items()
+        if is_server(key)
+        and key not in came
+        and any(v == 1 for t, v in s if t < first)
+        and up_through(w.upto(s), first, w.end)
+    ]
+    if not kept:
+        return None
+    newest = max(came, key=came.get)
+    return (
+        f"the requests waiting were {newest}'s, a server that came up {at(f, came[newest])} "
+        f"while {kept[0]} served on: the callers of a model just loaded beside it, not more "
+        "callers than the box's slots were planned for"
+    )
 
 
 def _climbed_under_held_load(f: Facts) -> str | None:
