@@ -602,7 +602,7 @@ def _one_step(
         return None
     if single_model(f):
         return None  # nothing here loads a second model: the jump is the engine's own
-    if step.verdict and rise_time(span, step) <= LOAD_TAKES_S and not rested(span, step):
+    if step.verdict and reached - began <= LOAD_TAKES_S and not rested(span, step):
         return f"{said}, the size of a model and at once: a step, not a ratchet"
     return None
 

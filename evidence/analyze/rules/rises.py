@@ -103,25 +103,25 @@ def _loaded_at_once(series: shapes.Series) -> bool:
     )
 
 
+def _midway(series: shapes.Series, step: shapes.Step) -> list[float]:
+    """When the line read between a fifth and four fifths of the step."""
+    before, size = step.before or 0.0, step.size or 0.0
+    return [
+        t for t, v in series if v is not None and before + 0.2 * size <= v <= before + 0.8 * size
+    ]
+
+
 def passed_between(series: shapes.Series, step: shapes.Step, began: float, reached: float) -> bool:
     """Whether the line, on its way from `began` to `reached`, read anything between a fifth
     and four fifths of the step: a climb passes through, a jump does not."""
-    before, size = step.before or 0.0, step.size or 0.0
-    return any(
-        began < t < reached and before + 0.2 * size <= v <= before + 0.8 * size
-        for t, v in series
-        if v is not None
-    )
+    return any(began < t < reached for t in _midway(series, step))
 
 
 def rested(series: shapes.Series, step: shapes.Step) -> bool:
     """Whether the rise rested half-way: readings between a fifth and four fifths of the
     step for REST_S or more. A load fills without a pause; a ratchet's clicks, each busy
     spell's remainder, leave a level between them."""
-    before, size = step.before or 0.0, step.size or 0.0
-    middle = [
-        t for t, v in series if v is not None and before + 0.2 * size <= v <= before + 0.8 * size
-    ]
+    middle = _midway(series, step)
     return bool(middle) and middle[-1] - middle[0] >= REST_S
 
 
