@@ -2869,13 +2869,17 @@ def test_the_same_rise_with_room_left_on_the_card_is_not_called_a_leak(tmp_path)
     assert result["verdict"] != "leak-ratchet", scores(result)
 
 
-def _climb_hours_before_the_fall(readings: int) -> Builder:
+def _climb_hours_before_the_fall(readings: int, missed: int | None = None) -> Builder:
     """llama-server alone on a 128 GiB box, its host memory at 80 GiB between the evening's
     bursts; eighteen hours before the EngineDown alert its floor rose 25 GiB over
     `readings` five-minute readings and never came back, then 9.5 GiB more through the
     last eight hours; its target went down with nothing in a log and no kill saying why:
-    the death released it."""
+    the death released it. `missed`: a reading (counted from the climb's start) at which
+    the target's scrape failed once."""
     n, start, late = len(DAY), len(DAY) - 218, len(DAY) - 96
+    up = [1.0] * (n - 2) + [0.0] * 2
+    if missed is not None:
+        up[start + missed] = 0.0
     used = _floors([(0, 80 * GIB)], 3 * GIB)
     used = [
         u
@@ -2887,7 +2891,7 @@ def _climb_hours_before_the_fall(readings: int) -> Builder:
     return history(
         base(trigger=("alert", "EngineDown", "up == 0 for 1m")),
         {
-            "targets_up": [seen("llama-server", 8080, [1.0] * (n - 2) + [0.0] * 2)],
+            "targets_up": [seen("llama-server", 8080, up)],
             "host_memory_available": plain(
                 "node_memory_MemAvailable_bytes", [TOTAL - u for u in used]
             ),
@@ -2908,6 +2912,19 @@ def test_a_rise_that_took_hours_with_nothing_saying_memory_ran_out_is_no_step(
     result = verdict(tmp_path, _climb_hours_before_the_fall(readings))
     lr = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
     assert any("a step, not a ratchet" in e for e in lr["evidence_against"]) is not leak, lr
+    assert (result["verdict"] == "leak-ratchet") is leak, scores(result)
+
+
+@pytest.mark.parametrize(("missed", "leak"), [(22, True), (-1, False)], ids=["after", "as-it-began"])
+def test_a_scrape_missed_once_the_floor_had_risen_loaded_nothing(tmp_path, missed, leak):
+    """Real-path seed 3737 s3 (Ollama on an RTX 3090, a leak of its host memory killed at
+    the end): the gateway missed one scrape half an hour after the floor's rise had ended,
+    inside the two stretches around the jump, and the rise read as 'a step, as a server
+    came up': host-exhaustion. `up` turns 1 as a load ends: a server seen coming up after
+    the line rose loaded none of it. The look-alike: the server came up as it began."""
+    result = verdict(tmp_path, _climb_hours_before_the_fall(16, missed))
+    lr = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert any("as a server came up" in e for e in lr["evidence_against"]) is not leak, lr
     assert (result["verdict"] == "leak-ratchet") is leak, scores(result)
 
 

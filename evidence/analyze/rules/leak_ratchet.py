@@ -95,6 +95,7 @@ ENGINE_HELD = 0.5  # engines holding under half a rise another process holds did
 RETURNED_DIP_STRETCHES = 2  # a swap to another model and back is over within hours
 OUTLIVED_SHARE = 0.25  # a quarter of a rise still held once its supposed leaker died
 ENGINE_RSS = "engine_rss"  # the engines' process memory from their own /metrics
+UP_AFTER_LOAD_S = 600.0  # `up` reads 1 within a few scrapes of a load's end
 
 
 @rule("leak-ratchet")
@@ -571,15 +572,19 @@ def _one_step(
     # The card read either side of the host's own step where one is seen: a load early in
     # the first stretch would set the card's median there after it, as if it had stayed.
     before, after = (start, start + LEAK_STRETCH_S), (floors[high][0], stop)
+    # A server that came up once the line had risen (a scrape it missed, a restart) loaded
+    # nothing of it: `up` turns 1 as a load ends, a few readings after at most.
+    came = stop
     if step.verdict:
         began, reached = rise(span, step)
         before, after = (start, began), (reached, stop)
+        came = reached + UP_AFTER_LOAD_S
     ran_out = engine_ran_out(f)
     if ran_out and card_stayed(f, name, before, after):
         # A server that came up then (llama-swap swapping away and back) loaded nothing
         # onto the card: the host's jump that stayed is the engine's own, and it ran out.
         return None
-    if any(start <= t <= stop for t in started(f)):
+    if any(start <= t <= came for t in started(f)):
         return f"{said}, as a server came up: a step, not a ratchet"
     if any(grew for _, _, grew in model_contexts(f)):
         return f"{said}, as the model was reloaded with a longer context: a step, not a ratchet"
