@@ -2928,6 +2928,46 @@ def test_a_scrape_missed_once_the_floor_had_risen_loaded_nothing(tmp_path, misse
     assert (result["verdict"] == "leak-ratchet") is leak, scores(result)
 
 
+def _staircase_to_the_kill(released: int) -> Builder:
+    """Ollama on a 24 GiB card, the host's floor at 90 GiB of 128 all day; nine hours before
+    the gateway's check got HTTP 500 it began to climb busy spell by busy spell (2, 8, 1
+    and 17 GiB), then in the last hour to within 2 GiB of the top, and the kernel's kill
+    counter rose at the end. The last `released` readings are after the kill: the engine's
+    death gave back its memory (the leak and its own 10 GiB) and the card emptied."""
+    n, begin = len(DAY), len(DAY) - 108
+    steps = [(begin + 24 * k, level * GIB) for k, level in enumerate((92, 100, 101, 118))]
+    used = _floors([(0, 90 * GIB), *steps, (n - 12, 126 * GIB)], 2 * GIB)
+    used = [min(u, TOTAL - 1.5 * GIB) for u in used[: n - released]] + [80 * GIB] * released
+    card = [16 * GIB] * (n - released) + [0.5 * GIB] * released
+    return history(
+        base(trigger=("healthcheck", "gateway", "HTTP 500")),
+        {
+            "targets_up": [up("gateway", [1.0] * n)],
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [TOTAL - u for u in used]
+            ),
+            "host_memory_total": plain("node_memory_MemTotal_bytes", [TOTAL] * n),
+            "host_oom_kills": plain(
+                "node_vmstat_oom_kill", [0.0] * (n - released) + [1.0] * released
+            ),
+            "accelerator_memory_used": _series("dcgm", card),
+            "accelerator_memory_total": _series("dcgm", [24.0 * GIB] * n),
+        },
+    ).absent(*NO_LOGS)
+
+
+def test_the_readings_after_the_engines_death_are_no_floor_of_its_leak(tmp_path):
+    """Real-path seed 3434 s80 (Ollama on an RTX 4090): the host's floor climbed busy spell
+    by busy spell for nine hours to the kill, and the two readings after it, the engine's
+    memory given back, pulled the last stretch's floor down: its rise read as one jump, 'a
+    step, not a ratchet', and host-exhaustion won. A death releases; the readings after
+    it are a new process's, not the leak's floor."""
+    result = verdict(tmp_path, _staircase_to_the_kill(released=1))
+    lr = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    assert not any("a step, not a ratchet" in e for e in lr["evidence_against"]), lr
+    assert result["verdict"] == "leak-ratchet", scores(result)
+
+
 def test_the_same_jump_as_a_second_server_came_up_is_a_step(tmp_path):
     result = verdict(tmp_path, _one_jump_to_the_kill(second_server=True))
     leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")

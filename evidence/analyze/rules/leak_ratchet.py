@@ -193,11 +193,12 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
         room = pool if pool and memory_ran_out(f) else None
         onset = rising_floors(levels, least, ceiling, room)
         said = f"from {gib(levels[0])} to {gib(levels[-1])} over {len(levels)} stretches"
-        release = _release(f, name, floors) if onset is None else None
+        # The engine's death (the line collapses and stays down) or a restart released
+        # what leaked: the readings up to it are the leak, what follows is a new process's
+        # (or none). The stretch it fell in keeps its readings before it. A rise already
+        # read is cut at a death alone: a restart in the window may be the leak's own.
+        release = _release(f, name, floors) if onset is None else _died(f, name, floors)
         if release is not None:
-            # The engine's death (the line collapses and stays down) or a restart released
-            # what leaked: the readings up to it are the leak, what follows is a new
-            # process's (or none). The stretch it fell in keeps its readings before it.
             released = quiet_floors(f, name, [(t, v) for t, v in upto if t < release])
             if len(released) >= LEAK_MIN_STRETCHES:
                 floors, levels = released, [v for _, v in released]
@@ -650,13 +651,21 @@ def _release(f: Facts, name: str, floors: list[tuple[float, float]]) -> float | 
                 t for (_, a), (t, b) in zip(pts, pts[1:], strict=False) if a == 0 and b == 1
             ]
     releases = [t for t in releases if w.start <= t <= w.end]
-    # The final run of readings under RELEASED of the highest floor, begun in the
-    # incident window: dense (Prometheus) or coarse (the archive, then the capture).
+    died = _died(f, name, floors)
+    return max([*releases, *([] if died is None else [died])], default=None)
+
+
+def _died(f: Facts, name: str, floors: list[tuple[float, float]]) -> float | None:
+    """With a failure, when the line dropped at its end and stayed down (a death releases,
+    it does not return): the final run of readings under RELEASED of the highest floor,
+    begun in the incident window, dense (Prometheus) or coarse (the archive, then the
+    capture). None when it did not, or nothing failed."""
+    w = window(f)
+    if not w.failure:
+        return None
     pts = [(t, v) for t, v in f.series[name] if v is not None]
     i = released_at(pts, max((v for _, v in floors), default=0.0))
-    if 0 < i < len(pts) and pts[i][0] >= w.start:
-        releases.append(pts[i][0])
-    return max(releases, default=None)
+    return pts[i][0] if 0 < i < len(pts) and pts[i][0] >= w.start else None
 
 
 def _without_returned_dips(floors: list[tuple[float, float]]) -> list[tuple[float, float]]:
