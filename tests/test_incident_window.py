@@ -708,6 +708,45 @@ def _vm_beside_the_engine(rise_over: int, crept: float = 0.0) -> Builder:
     )
 
 
+def _working_set_past_memory(killed: bool) -> Builder:
+    """A 128 GiB Linux box without PSI, its floor creeping 3 GiB through the day (100 to 103
+    GiB, bursts of 4 GiB every two hours); three hours before the end a job's working set
+    took 9 GiB more in ninety minutes, and 7.7 of 16 GiB swap filled through the three,
+    pages read back from disk; the gateway's check timed out with nothing killed (`killed`: the kernel's kill
+    counter rose at the end)."""
+    n = len(DAY)
+    used = [u + 3 * GIB * i / n for i, u in enumerate(_floors([(0, 100 * GIB)], 4 * GIB))]
+    used = [u + 9 * GIB * min(1.0, max(0, i - (n - 37)) / 18) for i, u in enumerate(used)]
+    available = [max(TOTAL - u, 1 * GIB) for u in used]
+    swap_free = [16 * GIB - 7.7 * GIB * min(1.0, max(0, i - (n - 37)) / 36) for i in range(n)]
+    faulted, read_back = 0.0, []
+    for i in range(n):
+        faulted += (2000.0 if i >= n - 36 else 5.0) * 300
+        read_back.append(faulted)
+    kills = [0.0] * (n - 1) + [1.0 if killed else 0.0]
+    more = {
+        "targets_up": [seen("llama-server", 8080, [1.0] * n)],
+        "host_oom_kills": plain("node_vmstat_oom_kill", kills),
+    }
+    timed_out = ("healthcheck", "gateway", "no answer within 60 s")
+    return _node_memory(timed_out, TOTAL, available, (16 * GIB, swap_free), read_back, more)
+
+
+@pytest.mark.parametrize("killed", [False, True], ids=["nothing-killed", "killed"])
+def test_a_floor_that_rose_past_a_leaks_only_as_swap_filled_is_the_working_set(tmp_path, killed):
+    """Real-path seed 3939 s62 (llama-server on a Mac, a data job's working set outgrew
+    RAM in the last hours): the floor crept 3 GiB through the day and took 8 GiB more in
+    the incident window as swap filled, nothing killed; the floors' rise read as a leak
+    against the stall, ambiguous. A leak takes hours to show and runs memory out. The
+    look-alike: with the kernel's kill at the end it is not said."""
+    result = verdict(tmp_path, _working_set_past_memory(killed))
+    lr = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
+    said = any("the working set outgrowing memory" in e for e in lr["evidence_against"])
+    assert said is not killed, lr
+    if not killed:
+        assert result["verdict"] == "memory-pressure-stall", scores(result)
+
+
 def test_a_step_that_fell_at_a_stretchs_start_is_one_step_not_a_ratchet(tmp_path):
     """The VM's 48 GiB came in a quarter hour, split by the two-hour grid into two jumps
     between floors, neither most of the rise (r4ps2: 31 and 17 GiB): read as floors

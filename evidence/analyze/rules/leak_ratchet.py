@@ -40,7 +40,7 @@ from evidence.analyze.rules.memory import (
     ran_low,
 )
 from evidence.analyze.rules.models import MODEL_MIN_BYTES, MODEL_SHARE, single_model
-from evidence.analyze.rules.pressure import SWAP_FILLED_BYTES
+from evidence.analyze.rules.pressure import SWAP_FILLED_BYTES, swap_taken
 from evidence.analyze.rules.processes import DESKTOP_APPS, arrival, largest_other
 from evidence.analyze.rules.ran_out import (
     card_ran_out,
@@ -221,6 +221,7 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
                 or _freed_while_the_engines_answered(f, name, levels[onset], levels[-1])
                 or rose_while_idle(f, name, floors[onset][0], levels[-1] - levels[onset])
                 or gave_back_while_quiet(f, name, floors[onset][0], levels[-1] - levels[onset])
+                or _only_as_swap_filled(f, floors, least)
                 or (
                     name == "memory_used"
                     and (_held_elsewhere(f, levels) or _a_day_round(f, upto, levels[-1]))
@@ -332,6 +333,29 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             j.evidence_against.append(f"the {label} floor is flat between bursts: {said}")
         else:
             j.evidence_against.append(f"the {label} floor did not ratchet: {said}")
+
+
+def _only_as_swap_filled(f: Facts, floors: list[tuple[float, float]], least: float) -> str | None:
+    """Why a host floor's rise is the working set, not a leak: before the incident window
+    the floors rose less than a leak's least, and the rest came in the window as swap
+    filled, and nothing was killed. A leak takes hours to show and runs memory out; what
+    outgrew it in the last hours, pushed pages out and stalled the machine is the stall's."""
+    w = window(f)
+    before = [v for t, v in floors if t < w.start]
+    taken = swap_taken(f)
+    if (
+        not before
+        or before[-1] - floors[0][1] >= least
+        or (taken or 0.0) < SWAP_FILLED_BYTES
+        or memory_ran_out(f)
+        or counted_kill_at(f) is not None
+    ):
+        return None
+    return (
+        f"the floor rose {gib(before[-1] - floors[0][1])} before the incident window and "
+        f"{gib(floors[-1][1] - before[-1])} in it, as swap took {gib(taken or 0.0)}: the working "
+        "set outgrowing memory, not a leak"
+    )
 
 
 def _own_memory_climbed(f: Facts, least: float) -> str | None:
