@@ -712,8 +712,8 @@ def _working_set_past_memory(killed: bool) -> Builder:
     """A 128 GiB Linux box without PSI, its floor creeping 3 GiB through the day (100 to 103
     GiB, bursts of 4 GiB every two hours); three hours before the end a job's working set
     took 9 GiB more in ninety minutes, and 7.7 of 16 GiB swap filled through the three,
-    pages read back from disk; the gateway's check timed out with nothing killed (`killed`: the kernel's kill
-    counter rose at the end)."""
+    pages read back from disk; the gateway's check timed out with nothing killed
+    (`killed`: the kernel's kill counter rose at the end)."""
     n = len(DAY)
     used = [u + 3 * GIB * i / n for i, u in enumerate(_floors([(0, 100 * GIB)], 4 * GIB))]
     used = [u + 9 * GIB * min(1.0, max(0, i - (n - 37)) / 18) for i, u in enumerate(used)]
@@ -2954,7 +2954,9 @@ def test_a_rise_that_took_hours_with_nothing_saying_memory_ran_out_is_no_step(
     assert (result["verdict"] == "leak-ratchet") is leak, scores(result)
 
 
-@pytest.mark.parametrize(("missed", "leak"), [(22, True), (-1, False)], ids=["after", "as-it-began"])
+@pytest.mark.parametrize(
+    ("missed", "leak"), [(22, True), (-1, False)], ids=["after", "as-it-began"]
+)
 def test_a_scrape_missed_once_the_floor_had_risen_loaded_nothing(tmp_path, missed, leak):
     """Real-path seed 3737 s3 (Ollama on an RTX 3090, a leak of its host memory killed at
     the end): the gateway missed one scrape half an hour after the floor's rise had ended,
