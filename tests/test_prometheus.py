@@ -14,6 +14,10 @@ from evidence.capture.probes.prometheus import step_for
 
 HOURS = 6
 GIB = 1024**3
+NVIDIA_SMI = (
+    '{instance="box:9835",job="nvidia_gpu_exporter",name="NVIDIA GeForce RTX 4090",'
+    'uuid="GPU-5a1b7c0e-94d2-4f1e-8c3a-2b6d9e0f1a47"}'
+)
 
 
 def history(now: int) -> str:
@@ -34,6 +38,9 @@ def history(now: int) -> str:
         "llamacpp:n_tokens_max": ('{job="llama-server"}', lambda i: 1000 + 10 * i),
         # A llama-server built before May 2025 (PR #13660) still publishes its cache gauge.
         "llamacpp:kv_cache_usage_ratio": ('{job="llama-old"}', lambda i: min(1.0, i / 400)),
+        # A GeForce card read by utkuozdemir/nvidia_gpu_exporter (nvidia-smi's, in bytes).
+        "nvidia_smi_memory_used_bytes": (NVIDIA_SMI, lambda i: 12 * GIB + i * 2 * 1024**2),
+        "nvidia_smi_memory_total_bytes": (NVIDIA_SMI, lambda i: 24 * GIB),
     }
     lines = []
     for name, (labels, value) in families.items():
@@ -98,8 +105,14 @@ def test_the_bundle_holds_hours_of_history_from_a_real_prometheus(prometheus, tm
     assert old_cache["metric"]["job"] == "llama-old"
     assert float(old_cache["values"][0][1]) < 0.1 < 0.8 < float(old_cache["values"][-1][1])
     assert queries["queue_peak"]["status"] == "ok"  # the config's own query
+    # No DCGM here: the card is read from nvidia_gpu_exporter's names, in bytes.
+    (card,) = queries["accelerator_memory_used"]["series"]
+    assert card["metric"]["name"] == "NVIDIA GeForce RTX 4090"
+    assert 12 * GIB <= float(card["values"][0][1]) < float(card["values"][-1][1]) < 13 * GIB
+    (size,) = queries["accelerator_memory_total"]["series"]
+    assert float(size["values"][-1][1]) == 24 * GIB
     # Nothing publishes these on this box: absent, with the reason, and no series.
-    for name in ("gateway_up", "kv_cache_usage", "accelerator_memory_used", "host_swap_free"):
+    for name in ("gateway_up", "kv_cache_usage", "accelerator_gtt_used", "host_swap_free"):
         assert queries[name]["status"] == "absent", name
         assert queries[name]["series"] == [] and "nothing publishes" in queries[name]["reason"]
 

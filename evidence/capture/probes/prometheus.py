@@ -31,16 +31,19 @@ MAX_BYTES = 8 * 1024 * 1024
 SEED_QUERIES = (
     ("gateway_up", 'up{job="gateway"}'),
     ("engine_up", 'up{job=~"llama-server|vllm|sglang"}'),
+    # DCGM (MiB), a local exporter, node-exporter's drm collector (AMD), then
+    # utkuozdemir/nvidia_gpu_exporter (nvidia-smi's, in bytes): the GeForce household's own.
     (
         "accelerator_memory_used",
         "DCGM_FI_DEV_FB_USED * 1024 * 1024 or local_llm_accelerator_memory_used_bytes"
-        " or node_drm_memory_vram_used_bytes",
+        " or node_drm_memory_vram_used_bytes or nvidia_smi_memory_used_bytes",
     ),
     (
         "accelerator_memory_total",
         "(DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) * 1024 * 1024"
         " or local_llm_accelerator_memory_total_bytes"
-        " or node_drm_memory_vram_size_bytes or node_drm_memory_vram_total_bytes",
+        " or node_drm_memory_vram_size_bytes or node_drm_memory_vram_total_bytes"
+        " or nvidia_smi_memory_total_bytes",
     ),
     ("kv_cache_usage", "vllm:kv_cache_usage_perc or sglang:token_usage"),
     ("context_high_water", "llamacpp:n_tokens_max"),
