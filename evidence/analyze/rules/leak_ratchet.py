@@ -5,11 +5,9 @@ import math
 from evidence.analyze import shapes
 from evidence.analyze.facts import Facts, card_line
 from evidence.analyze.failure import (
-    engine_kill,
     is_engine,
     is_server,
     is_service,
-    late,
     up_since,
     victim,
 )
@@ -82,6 +80,7 @@ from evidence.analyze.rules.series import (
     up_through,
     window,
 )
+from evidence.analyze.rules.survived import OUTLIVED_SHARE, freed_while_the_engines_answered
 from evidence.analyze.rules.text import gib
 from evidence.analyze.window import INCIDENT_S, RECENT_S, known
 
@@ -93,7 +92,6 @@ DAY_ROUND_S = 20 * 3600.0  # a look-back this long begins at about the same hour
 DAY_ROUND_START_S = 15 * 60.0  # where the look-back begins: its first quarter hour
 ENGINE_HELD = 0.5  # engines holding under half a rise another process holds did not leak it
 RETURNED_DIP_STRETCHES = 2  # a swap to another model and back is over within hours
-OUTLIVED_SHARE = 0.25  # a quarter of a rise still held once its supposed leaker died
 ENGINE_RSS = "engine_rss"  # the engines' process memory from their own /metrics
 UP_AFTER_LOAD_S = 600.0  # `up` reads 1 within a few scrapes of a load's end
 
@@ -218,7 +216,7 @@ def _leak_in_history(f: Facts, j: Judgement) -> None:
             and (
                 _card_ran_out_alone(f)
                 or _outlived_the_engine(f, name, levels[onset], levels[-1])
-                or _freed_while_the_engines_answered(f, name, levels[onset], levels[-1])
+                or freed_while_the_engines_answered(f, name, levels[onset], levels[-1], "the rise")
                 or rose_while_idle(f, name, floors[onset][0], levels[-1] - levels[onset])
                 or gave_back_while_quiet(f, name, floors[onset][0], levels[-1] - levels[onset])
                 or _only_as_swap_filled(f, floors, least)
@@ -480,35 +478,6 @@ def _card_ran_out_alone(f: Facts) -> str | None:
     return (
         "what ran out was the card (its allocation failed; the kernel killed nothing), a pool "
         "of its own on this discrete card: the host's rise beside it is not this failure's"
-    )
-
-
-def _freed_while_the_engines_answered(
-    f: Facts, name: str, floor: float, risen: float
-) -> str | None:
-    """The kernel's counter says it killed, and the line gave most of the rise back in the
-    minutes after, while every sign of the failure says an answer came too late: no
-    target fell, no error came back, no kill line names an engine. An engine killed for
-    its leak stops answering (refused, or an error from its manager); one that only
-    answered late lived through the kill, and what the kill freed was another process's
-    growth."""
-    w = window(f)
-    killed_at = counted_kill_at(f) if kills_in_history(f) else None
-    if not w.failure or killed_at is None:
-        return None
-    if not all(late(sign.what) for sign in w.failure.signs):
-        return None
-    if any(engine_kill(text) for _, text in recent_kills(f)):
-        return None
-    # What the kill freed shows from the reading the counter rose at, which a failure
-    # dated by a check at the capture may come minutes after.
-    after = known([(t, v) for t, v in f.series[name] if killed_at <= t <= killed_at + HELD_S])
-    if not after or min(after) - floor > OUTLIVED_SHARE * (risen - floor):
-        return None
-    return (
-        f"the kill gave back {gib(risen - min(after))} of the rise while the engines only "
-        f"answered late ({w.failure.what}): they lived through it, and what it freed was "
-        "another process's growth (host-exhaustion)"
     )
 
 
