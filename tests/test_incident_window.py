@@ -379,6 +379,50 @@ def _grew_to_a_kill_behind_a_gateway(answer: str) -> Builder:
     ).absent(*NO_LOGS)
 
 
+def _stepped_to_a_kill_behind_a_gateway(answer: str) -> Builder:
+    """A 120 GiB shared-pool box behind LiteLLM, 88 GiB in use all day; four hours before
+    the failure its use stepped up 26 GiB in a quarter hour, to within 2 GiB of the top,
+    and stayed until the kernel's kill counter rose and the line came back to 88 GiB.
+    Nothing came up beside the step. The gateway's check failed with `answer`."""
+    n, total = len(DAY), 120 * GIB
+    used = _floors([(0, 88 * GIB), (n - 48, 114 * GIB), (n - 2, 88 * GIB)], 3 * GIB)
+    used[-48:-45] = [94 * GIB, 102 * GIB, 110 * GIB]
+    used = [min(u, 118 * GIB) for u in used]
+    return history(
+        base(trigger=("healthcheck", "gateway", answer)),
+        {
+            "targets_up": [up("gateway", [1.0] * n)],
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [total - u for u in noisy(used, 0.1 * GIB)]
+            ),
+            "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
+            "host_oom_kills": plain("node_vmstat_oom_kill", [0.0] * (n - 2) + [1.0] * 2),
+        },
+    ).absent(*NO_LOGS)
+
+
+@pytest.mark.parametrize(
+    ("answer", "late"),
+    [("no answer within 120 s", True), ("HTTP 500", False)],
+    ids=["late", "error"],
+)
+def test_a_step_the_kill_gave_back_while_the_engines_answered_late_is_no_model(
+    tmp_path, answer, late
+):
+    """Fresh seed 4040 through a real Prometheus (host-exhaustion s89: a notebook on a
+    DGX Spark behind LiteLLM took 25 GiB in half an hour and held it to the kill): a step
+    that stayed to the failure, swap-not-unloaded 4 against host-exhaustion 2. The kill
+    gave the whole step back while the check only timed out: the engines lived through
+    it, so it held no model of theirs. The look-alike: the check answered with an error,
+    as Ollama does when the kernel took the runner of a second model."""
+    result = verdict(tmp_path, _stepped_to_a_kill_behind_a_gateway(answer))
+    snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
+    freed = any("answered late" in e for e in snu["evidence_against"])
+    assert freed is late, snu
+    expected = "host-exhaustion" if late else "swap-not-unloaded"
+    assert result["verdict"] == expected, scores(result)
+
+
 @pytest.mark.parametrize(
     ("answer", "late"),
     [("no answer within 30 s", True), ("HTTP 500", False)],

@@ -52,6 +52,7 @@ from evidence.analyze.rules.series import (
     up_through,
     window,
 )
+from evidence.analyze.rules.survived import freed_while_the_engines_answered
 from evidence.analyze.rules.text import GIB, blob, gib
 from evidence.analyze.statlines import go_time
 from evidence.analyze.window import INCIDENT_S, known
@@ -380,6 +381,17 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
             # The host's line holds every process: one that arrived and holds the step is
             # what stepped it, not a model.
             j.evidence_against.append(f"the {label} step of {gib(size)} is no model: {came}")
+            continue
+        freed = (
+            not with_server
+            and not is_card(name)
+            and freed_while_the_engines_answered(
+                f, name, step.before or 0.0, step.after or 0.0, "the step"
+            )
+        )
+        if freed:
+            # The engines lived through the kill that gave the step back: no model of theirs.
+            j.evidence_against.append(f"the {label} stepped up {gib(size)}, but {freed}")
             continue
         climbed = not with_server and engine_climbed(f, name, label, model)
         if climbed:
