@@ -572,6 +572,54 @@ def test_the_second_server_that_came_up_and_then_died_came_with_the_step(tmp_pat
     assert "llama-server/127.0.0.1:5801 came up, and stayed" in said, said
 
 
+def _died_minutes_after_it_came_up() -> Builder:
+    """A 24 GiB card read every two minutes for twelve hours: llama-swap's first server up
+    throughout, the card at 11.5 GiB; a second server first scraped 26 minutes before the
+    end with the card stepping to 22 GiB, its target down 18 minutes later and the card
+    back where it was; the gateway's check got HTTP 502."""
+    step = 120
+    grid = [AT - step * (360 - i) for i in range(360)]
+    n, came, died = len(grid), len(grid) - 13, len(grid) - 4
+
+    def line(labels: dict, values: list[float | None]) -> dict:
+        return {"metric": labels, "values": [[t, repr(v)] for t, v in zip(grid, values) if v]}
+
+    def target(port: int, values: list[float | None]) -> dict:
+        labels = {"__name__": "up", "job": "llama-server", "instance": f"127.0.0.1:{port}"}
+        return {"metric": labels, "values": [
+            [t, repr(v)] for t, v in zip(grid, values) if v is not None
+        ]}  # fmt: skip
+
+    second = [None] * came + [1.0] * (died - came) + [0.0] * (n - died)
+    servers = [target(5800, [1.0] * n), target(5801, second)]
+    card = [(22.0 if came <= i < died else 11.5) * GIB for i in range(n)]
+    named = {
+        "targets_up": servers,
+        "engine_up": servers,
+        "accelerator_memory_used": [line({"job": "dcgm", "device": "card1"}, card)],
+        "accelerator_memory_total": [line({"job": "dcgm", "device": "card1"}, [24.0 * GIB] * n)],
+    }
+    return base(trigger=("healthcheck", "gateway", "HTTP 502")).history(
+        [
+            {"name": k, "expr": k, "status": "ok", "reason": None, "series": v}
+            for k, v in named.items()
+        ],
+        start=grid[0],
+        step_s=step,
+    )
+
+
+def test_a_second_server_that_died_minutes_after_it_came_up_came_with_the_step(tmp_path):
+    """Real-path seed 4040 s25 (a second model's llama-server came up on a DGX Spark and
+    the kernel killed it 18 minutes later): its own fall, within the minutes a hand-over
+    takes, read as another server going down as it came up, a model swapped, not added;
+    host-exhaustion. A server's own death is no hand-over."""
+    result = verdict(tmp_path, _died_minutes_after_it_came_up())
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+    said = result["candidates"][0]["evidence_for"][0]
+    assert "as llama-server/127.0.0.1:5801 came up" in said, said
+
+
 def _swapped_all_day_then_kept(last_hours: list[float]) -> Builder:
     """llama-swap swapping two models (9.9 and 11.1 GiB) on a 24 GiB card all day; three
     hours and a half before the failure a second server came up and the card read 20.7

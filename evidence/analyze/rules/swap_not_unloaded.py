@@ -320,16 +320,21 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
                 "model loaded at once"
             )
             continue
-        # A server that came up while none went down: a model added, not one swapped for
-        # another (a hand-over replaces the memory, it does not step it up).
-        fell_at = [t for t in (fell(series) for series in f.targets.values()) if t is not None]
+        # A server that came up while no other went down: a model added, not one swapped
+        # for another (a hand-over replaces the memory, it does not step it up). Its own
+        # fall minutes later is its death, of the memory it could not get.
+        fell_at = {target: fell(series) for target, series in f.targets.items()}
         # A model loads and its cache fills over a ramp: a server that came up anywhere on
         # it, or within COINCIDE_S of it, came with the step.
         with_server = [
             (t, target)
             for t, target in came_up
             if began - COINCIDE_S <= t <= reached + COINCIDE_S
-            and not any(abs(t - down) <= COINCIDE_S for down in fell_at)
+            and not any(
+                abs(t - down) <= COINCIDE_S
+                for other, down in fell_at.items()
+                if down is not None and other != target
+            )
         ]
         # No target for it, but the engine's log says a model it had not loaded before came
         # up with the step; a card that stood at that level before loads it again (the
