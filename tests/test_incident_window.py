@@ -582,13 +582,12 @@ def _died_minutes_after_it_came_up() -> Builder:
     n, came, died = len(grid), len(grid) - 13, len(grid) - 4
 
     def line(labels: dict, values: list[float | None]) -> dict:
-        return {"metric": labels, "values": [[t, repr(v)] for t, v in zip(grid, values) if v]}
+        pairs = zip(grid, values, strict=True)
+        return {"metric": labels, "values": [[t, repr(v)] for t, v in pairs if v is not None]}
 
     def target(port: int, values: list[float | None]) -> dict:
         labels = {"__name__": "up", "job": "llama-server", "instance": f"127.0.0.1:{port}"}
-        return {"metric": labels, "values": [
-            [t, repr(v)] for t, v in zip(grid, values) if v is not None
-        ]}  # fmt: skip
+        return line(labels, values)
 
     second = [None] * came + [1.0] * (died - came) + [0.0] * (n - died)
     servers = [target(5800, [1.0] * n), target(5801, second)]
