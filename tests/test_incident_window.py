@@ -354,6 +354,24 @@ def _second_model_while_the_host_ran_out(card_full: bool) -> Builder:
     return b.logs(["CUDA error: out of memory"]) if card_full else b
 
 
+def _killed_behind_a_gateway(answer: str, used: list[float], total: float) -> Builder:
+    """A box of `total` behind a gateway whose check failed with `answer`, its memory in use
+    `used` through the day, the kernel's kill counter rising at the last two readings;
+    nothing of the engines scraped and no log read."""
+    n = len(DAY)
+    return history(
+        base(trigger=("healthcheck", "gateway", answer)),
+        {
+            "targets_up": [up("gateway", [1.0] * n)],
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", [total - u for u in noisy(used, 0.1 * GIB)]
+            ),
+            "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
+            "host_oom_kills": plain("node_vmstat_oom_kill", [0.0] * (n - 2) + [1.0] * 2),
+        },
+    ).absent(*NO_LOGS)
+
+
 def _grew_to_a_kill_behind_a_gateway(answer: str) -> Builder:
     """Ollama behind a gateway on a 120 GiB unified box, nothing of it scraped: 30 GiB in
     use between its loads all day; from six hours before the failed check the floor rose
@@ -366,17 +384,7 @@ def _grew_to_a_kill_behind_a_gateway(answer: str) -> Builder:
     )
     used[-12:-2] = [110 * GIB + GIB * k for k in range(10)]
     used[-2:] = [30 * GIB] * 2
-    return history(
-        base(trigger=("healthcheck", "gateway", answer)),
-        {
-            "targets_up": [up("gateway", [1.0] * n)],
-            "host_memory_available": plain(
-                "node_memory_MemAvailable_bytes", [total - u for u in noisy(used, 0.1 * GIB)]
-            ),
-            "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
-            "host_oom_kills": plain("node_vmstat_oom_kill", [0.0] * (n - 2) + [1.0] * 2),
-        },
-    ).absent(*NO_LOGS)
+    return _killed_behind_a_gateway(answer, used, total)
 
 
 def _stepped_to_a_kill_behind_a_gateway(answer: str) -> Builder:
@@ -388,39 +396,7 @@ def _stepped_to_a_kill_behind_a_gateway(answer: str) -> Builder:
     used = _floors([(0, 88 * GIB), (n - 48, 114 * GIB), (n - 2, 88 * GIB)], 3 * GIB)
     used[-48:-45] = [94 * GIB, 102 * GIB, 110 * GIB]
     used = [min(u, 118 * GIB) for u in used]
-    return history(
-        base(trigger=("healthcheck", "gateway", answer)),
-        {
-            "targets_up": [up("gateway", [1.0] * n)],
-            "host_memory_available": plain(
-                "node_memory_MemAvailable_bytes", [total - u for u in noisy(used, 0.1 * GIB)]
-            ),
-            "host_memory_total": plain("node_memory_MemTotal_bytes", [total] * n),
-            "host_oom_kills": plain("node_vmstat_oom_kill", [0.0] * (n - 2) + [1.0] * 2),
-        },
-    ).absent(*NO_LOGS)
-
-
-@pytest.mark.parametrize(
-    ("answer", "late"),
-    [("no answer within 120 s", True), ("HTTP 500", False)],
-    ids=["late", "error"],
-)
-def test_a_step_the_kill_gave_back_while_the_engines_answered_late_is_no_model(
-    tmp_path, answer, late
-):
-    """Fresh seed 4040 through a real Prometheus (host-exhaustion s89: a notebook on a
-    DGX Spark behind LiteLLM took 25 GiB in half an hour and held it to the kill): a step
-    that stayed to the failure, swap-not-unloaded 4 against host-exhaustion 2. The kill
-    gave the whole step back while the check only timed out: the engines lived through
-    it, so it held no model of theirs. The look-alike: the check answered with an error,
-    as Ollama does when the kernel took the runner of a second model."""
-    result = verdict(tmp_path, _stepped_to_a_kill_behind_a_gateway(answer))
-    snu = next(c for c in result["candidates"] if c["fault"] == "swap-not-unloaded")
-    freed = any("answered late" in e for e in snu["evidence_against"])
-    assert freed is late, snu
-    expected = "host-exhaustion" if late else "swap-not-unloaded"
-    assert result["verdict"] == expected, scores(result)
+    return _killed_behind_a_gateway(answer, used, total)
 
 
 @pytest.mark.parametrize(
@@ -428,19 +404,29 @@ def test_a_step_the_kill_gave_back_while_the_engines_answered_late_is_no_model(
     [("no answer within 30 s", True), ("HTTP 500", False)],
     ids=["late", "error"],
 )
-def test_a_rise_the_kill_gave_back_while_the_engines_answered_late_is_not_theirs(
-    tmp_path, answer, late
+@pytest.mark.parametrize(
+    ("grew", "fault"),
+    [
+        (_grew_to_a_kill_behind_a_gateway, "leak-ratchet"),
+        (_stepped_to_a_kill_behind_a_gateway, "swap-not-unloaded"),
+    ],
+    ids=["rise", "step"],
+)
+def test_what_the_kill_gave_back_while_the_engines_answered_late_was_not_theirs(
+    tmp_path, grew, fault, answer, late
 ):
-    """Fresh seeds 3434, 3838, 3939 through a real Prometheus (host-exhaustion s61, s75,
-    s26: a browser or a container filling an Ollama box until the kernel killed it):
-    leak-ratchet 4 against host-exhaustion 2, the floor rising to the kill. The kill gave
-    the whole rise back while the check only timed out: the engine lived through it, and
-    the rise was its victim's. The look-alike: the check answered with an error, as
-    Ollama does when the kernel took its runner."""
-    result = verdict(tmp_path, _grew_to_a_kill_behind_a_gateway(answer))
-    leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
-    freed = any("answered late" in e for e in leak["evidence_against"])
-    assert freed is late, leak
+    """Fresh seeds through a real Prometheus, host-exhaustion read as the engines' own:
+    3434 s61, 3838 s75, 3939 s26 (a browser or a container filling an Ollama box until
+    the kernel killed it: leak-ratchet 4 against 2, the floor rising to the kill) and
+    4040 s89 (a notebook on a DGX Spark behind LiteLLM took 25 GiB in half an hour and
+    held it to the kill: swap-not-unloaded 4 against 2, a step that stayed). The kill gave
+    it all back while the check only timed out: the engines lived through it, and what it
+    freed was its victim's. The look-alike: the check answered with an error, as Ollama
+    does when the kernel took its runner."""
+    result = verdict(tmp_path, grew(answer))
+    theirs = next(c for c in result["candidates"] if c["fault"] == fault)
+    freed = any("answered late" in e for e in theirs["evidence_against"])
+    assert freed is late, theirs
     assert (result["verdict"] == "host-exhaustion") is late, scores(result)
 
 
