@@ -2600,12 +2600,15 @@ def test_a_high_water_one_long_request_moved_beside_prompts_of_one_length_is_no_
     assert any("one long request moves it" in e for e in creep["evidence_for"]), creep
 
 
-def _stepped_with_the_longest_conversation(moved: bool, swapped: bool = False) -> Builder:
+def _stepped_with_the_longest_conversation(
+    moved: bool, swapped: bool = False, busier: bool = False
+) -> Builder:
     """A GB10's llama-server: the host's floor creeping up from 80 GiB through the day (half a
     GiB a stretch), its context high-water at 14748 tokens until one request of 16141 tokens
     3.5 h before the kill; the line jumped 30 GiB at that very reading (or, not `moved`, an
     hour later); the prompts per answer token as long as ever. `swapped`: half an hour
-    before, llama-swap had swapped to a smaller model (its mark lower) and back."""
+    before, llama-swap had swapped to a smaller model (its mark lower) and back. `busier`:
+    its requests processing, one all day, eight through the last hour."""
     n = len(DAY)
     mark = n - 42
     jump = mark if moved else mark + 12
@@ -2620,12 +2623,14 @@ def _stepped_with_the_longest_conversation(moved: bool, swapped: bool = False) -
         "Out of memory: Killed process 51631 (llama-server) total-vm:41308202kB, "
         "anon-rss:8363680kB, file-rss:11693703kB, shmem-rss:0kB, UID:1000 pgtables:16847kB"
     )
+    running = [8.0 if busier and i >= n - 12 else 1.0 for i in range(n)]
     return _killed_after(
         used,
         kill,
         context_high_water=plain("llamacpp:n_tokens_max", high_water),
         tokens_generated=plain("llamacpp:tokens_predicted_total", generated),
         tokens_prompt=plain("llamacpp:prompt_tokens_total", prompt),
+        **({"requests_running": plain("llamacpp:requests_processing", running)} if busier else {}),
     )
 
 
@@ -2645,6 +2650,18 @@ def test_memory_that_jumped_as_the_longest_conversation_arrived_is_the_context(
     assert (result["verdict"] == "context-creep") is moved, scores(result)
     leak = next(c for c in result["candidates"] if c["fault"] == "leak-ratchet")
     assert any("the rise is the context's" in e for e in leak["evidence_against"]) is moved, leak
+
+
+def test_memory_that_followed_the_record_while_more_callers_came_is_their_note(tmp_path):
+    """Real-path seed 4040 s23 (a retry storm on llama-server, a 4090): the card stepped at
+    the readings the high-water set records while requests running rose to the slot
+    ceiling and the prompts, read directly, kept their length: context-creep 3 against
+    concurrency-overload 4, ambiguous. Where more callers came with prompts of the same
+    length, the memory followed their requests reaching further: a note."""
+    result = verdict(tmp_path, _stepped_with_the_longest_conversation(moved=True, busier=True))
+    creep = next(c for c in result["candidates"] if c["fault"] == "context-creep")
+    assert any("followed the conversations' length" in e for e in creep["evidence_for"]), creep
+    assert creep["score"] <= 1 and result["verdict"] != "context-creep", scores(result)
 
 
 def _prompts_longer_beside_a_floor(rising_from: int, second: bool = False) -> Builder:

@@ -268,7 +268,9 @@ def _creep_in_window(f: Facts, j: Judgement, cache: list[str]) -> bool:
             )
         )
         if name == "context_high_water" and (followed := _memory_followed(f)):
-            j.add(3 if w.failure else 1, followed)
+            # Where the prompts, read directly, kept their length and more callers came, the
+            # memory followed their requests reaching further: a note.
+            j.add(3 if w.failure and not (natural and busier) else 1, followed)
             continue
         if name == "kv_cache" and (room := cache_had_room(f)):
             j.evidence_against.append(f"{room}: room to spare")
