@@ -4586,7 +4586,7 @@ def test_systemds_oom_kill_result_is_the_kernels_kill_where_its_line_is_unread(
     assert result["verdict"] == "leak-ratchet", scores(result)
 
 
-def _vllm_killed_with_its_own_memory(own_memory: str) -> Builder:
+def _vllm_killed_with_its_own_memory(own_memory: str, job: str = "vllm") -> Builder:
     """A 32 GiB box with vLLM, busy every two hours: from four hours before the end the
     host's available memory falls from 12 GiB to 1 GiB, the kernel kills, vLLM's target
     goes down. Its /metrics publish its process's resident memory, `own_memory`:
@@ -4620,14 +4620,14 @@ def _vllm_killed_with_its_own_memory(own_memory: str) -> Builder:
     if own_memory.endswith("-restarted"):
         up[leap - 2 : leap] = [0.0, 0.0]
     rss = {
-        "metric": {"__name__": "process_resident_memory_bytes", "job": "vllm",
+        "metric": {"__name__": "process_resident_memory_bytes", "job": job,
                    "instance": "127.0.0.1:8000"},
         "values": [[t, repr(v)] for t, v in zip(DAY, own, strict=False)],
     }  # fmt: skip
     return history(
         base(trigger=("alert", "EngineDown")),
         {
-            "targets_up": [seen("vllm", 8000, up)],
+            "targets_up": [seen(job, 8000, up)],
             "host_memory_available": plain(
                 "node_memory_MemAvailable_bytes", [32 * GIB - u for u in used]
             ),
@@ -4665,6 +4665,16 @@ def test_the_engines_own_resident_memory_tells_its_leak_from_another_process(tmp
     elsewhere = any("another process took it, not an engine" in e for e in host["evidence_for"])
     assert elsewhere is not leaked, host
     assert result["verdict"] == ("leak-ratchet" if leaked else "host-exhaustion"), scores(result)
+
+
+def test_an_engine_job_named_for_its_model_still_publishes_its_own_memory(tmp_path):
+    """The same level line of vLLM's own memory while the machine's went elsewhere, from a
+    job the operator named for its model: the engines publishing their memory are known
+    by the name's engine, not by a name equal to it."""
+    result = verdict(tmp_path, _vllm_killed_with_its_own_memory("level", job="vLLM-qwen3-8b"))
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    assert any("another process took it, not an engine" in e for e in host["evidence_for"]), host
+    assert result["verdict"] == "host-exhaustion", scores(result)
 
 
 def _a_desktop_day_beside_ollama(engine_holds: float) -> Builder:

@@ -1,6 +1,7 @@
 """The Prometheus window, read from a real Prometheus (Debian's package) that the test
 starts on a loopback port after backfilling hours of history with promtool."""
 
+import re
 import time
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from conftest import bundle_errors, bundles, run_evidence, write_config
 from fakes import closed_port
 from promserver import Prometheus, require
 
-from evidence.capture.probes.prometheus import step_for
+from evidence.capture.probes.prometheus import ENGINE_JOBS, step_for
 
 HOURS = 6
 GIB = 1024**3
@@ -38,6 +39,12 @@ def history(now: int) -> str:
         "llamacpp:n_tokens_max": ('{job="llama-server"}', lambda i: 1000 + 10 * i),
         # A llama-server built before May 2025 (PR #13660) still publishes its cache gauge.
         "llamacpp:kv_cache_usage_ratio": ('{job="llama-old"}', lambda i: min(1.0, i / 400)),
+        # A job named as an operator names it: a vLLM server for one model.
+        "up": ('{instance="127.0.0.1:8000",job="vLLM-qwen3"}', lambda i: 1.0),
+        "process_resident_memory_bytes": (
+            '{instance="127.0.0.1:8000",job="vLLM-qwen3"}',
+            lambda i: 2 * GIB + i * 1024**2,
+        ),
         # A GeForce card read by utkuozdemir/nvidia_gpu_exporter (nvidia-smi's, in bytes).
         "nvidia_smi_memory_used_bytes": (NVIDIA_SMI, lambda i: 12 * GIB + i * 2 * 1024**2),
         "nvidia_smi_memory_total_bytes": (NVIDIA_SMI, lambda i: 24 * GIB),
@@ -105,6 +112,11 @@ def test_the_bundle_holds_hours_of_history_from_a_real_prometheus(prometheus, tm
     assert old_cache["metric"]["job"] == "llama-old"
     assert float(old_cache["values"][0][1]) < 0.1 < 0.8 < float(old_cache["values"][-1][1])
     assert queries["queue_peak"]["status"] == "ok"  # the config's own query
+    # An engine's job is known by its name whatever the operator added to it.
+    (engine,) = queries["engine_up"]["series"]
+    assert engine["metric"]["job"] == "vLLM-qwen3"
+    (own,) = queries["engine_resident_memory"]["series"]
+    assert float(own["values"][0][1]) < float(own["values"][-1][1])
     # No DCGM here: the card is read from nvidia_gpu_exporter's names, in bytes.
     (card,) = queries["accelerator_memory_used"]["series"]
     assert card["metric"]["name"] == "NVIDIA GeForce RTX 4090"
@@ -134,3 +146,23 @@ def test_prometheus_unreachable_is_not_a_missing_series(tmp_path):
     probe = summary["probes"]["prometheus"]
     assert probe["status"] == "absent" and "nothing is listening" in probe["reason"]
     assert record == {}  # no per-query "absent": the instrument, not the series, is missing
+
+
+@pytest.mark.parametrize(
+    ("job", "engine"),
+    [
+        ("vllm", True),
+        ("vllm-qwen3-32b", True),
+        ("sglang", True),
+        ("llama-server", True),
+        ("llama_cpp", True),
+        ("LlamaServer", True),
+        ("llama-swap", False),
+        ("ollama", False),
+        ("gateway", False),
+        ("node", False),
+    ],
+)
+def test_an_engine_job_is_known_by_its_name_and_a_manager_is_not_one(job, engine):
+    # Prometheus anchors a label regex at both ends, as fullmatch does (RE2 reads (?i)).
+    assert (re.fullmatch(ENGINE_JOBS, job) is not None) is engine

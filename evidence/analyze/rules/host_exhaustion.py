@@ -1,5 +1,7 @@
 """The rule for host-exhaustion: "The machine ran out, not the engine"."""
 
+import re
+
 from evidence.analyze import shapes
 from evidence.analyze.facts import Facts
 from evidence.analyze.failure import engine_kill, is_server, is_service
@@ -35,7 +37,8 @@ LIVE_OUTRANKS_S = 600  # a kill this long before a live hang is its context, not
 CRITICAL_AVAILABLE = 0.03  # under 3% available, read once, the machine is out
 SWAP_FULL_SHARE = 0.1  # swap with under a tenth of it free is used up
 ENDING_ONLY = 2  # under a verdict's least: an ending waits for the cause it ended
-PUBLISH_RSS = {"vllm", "sglang"}  # engine jobs whose Python /metrics carry the process's memory
+# Engine jobs whose Python /metrics carry the process's memory, however the operator named them.
+PUBLISH_RSS = re.compile(r"vllm|sglang", re.I)
 
 
 @rule("host-exhaustion")
@@ -286,7 +289,7 @@ def _engines_held_level(f: Facts) -> str | None:
         for t, s in f.targets.items()
         if is_server(t) and any(v == 1 for _, v in w.incident(s))
     }
-    if not running or not running <= PUBLISH_RSS:
+    if not running or not all(PUBLISH_RSS.search(job) for job in running):
         return None
     own, free = known(w.incident(f.series["engine_rss"])), known(w.incident(f.series["available"]))
     if len(own) < 3 or len(free) < 3:

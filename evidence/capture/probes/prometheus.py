@@ -28,9 +28,12 @@ POINTS = 720
 QUERY_TIMEOUT_S = 3.0
 MAX_BYTES = 8 * 1024 * 1024
 
+# An engine's job, whatever the operator called it ("vllm", "vllm-qwen3", "llama_cpp",
+# "LlamaServer"): not llama-swap or Ollama, which are model managers, not one engine.
+ENGINE_JOBS = "(?i).*(llama[._-]?(server|cpp)|vllm|sglang).*"
 SEED_QUERIES = (
     ("gateway_up", 'up{job="gateway"}'),
-    ("engine_up", 'up{job=~"llama-server|vllm|sglang"}'),
+    ("engine_up", f'up{{job=~"{ENGINE_JOBS}"}}'),
     # DCGM (MiB), a local exporter, node-exporter's drm collector (AMD), then
     # utkuozdemir/nvidia_gpu_exporter (nvidia-smi's, in bytes): the GeForce household's own.
     (
@@ -94,7 +97,7 @@ HISTORY_QUERIES = (
     # The engine's own process memory, where its Python prometheus_client publishes it (vLLM's
     # API server, SGLang): a leak read on the engine's line alone, not the host's of every
     # process. llama-server (C++) publishes none.
-    ("engine_resident_memory", 'process_resident_memory_bytes{job=~"llama-server|vllm|sglang"}'),
+    ("engine_resident_memory", f'process_resident_memory_bytes{{job=~"{ENGINE_JOBS}"}}'),
     # llama-server's own cache gauge until PR #13660 (May 2025): older builds still run.
     ("kv_cache_usage_legacy", "vllm:gpu_cache_usage_perc or llamacpp:kv_cache_usage_ratio"),
     ("preemptions", "vllm:num_preemptions_total or sglang:num_retracted_requests_total"),
