@@ -605,6 +605,39 @@ def test_a_second_server_that_died_minutes_after_it_came_up_came_with_the_step(t
     assert "as llama-server/127.0.0.1:5801 came up" in said, said
 
 
+def _second_model_behind(job: str) -> Builder:
+    """Ollama (it publishes no metrics) behind a reverse proxy scraped as `job`, on a 128
+    GiB unified box whose card line reads 52 GiB all day; three hours before the check
+    got HTTP 500 the card stepped up 55.5 GiB and held to the end, the host's available
+    memory falling from 60 to 6 GiB with it."""
+    n = len(DAY)
+    card = [(107.5 if i >= n - 36 else 52.0) * GIB for i in range(n)]
+    available = [(6.0 if i >= n - 36 else 60.0) * GIB for i in range(n)]
+    return history(
+        base(trigger=("healthcheck", "gateway", "HTTP 500")),
+        {
+            "targets_up": [seen(job, 9113, [1.0] * n), seen("node", 9100, [1.0] * n)],
+            "host_memory_available": plain(
+                "node_memory_MemAvailable_bytes", noisy(available, 0.1 * GIB)
+            ),
+            "host_memory_total": plain("node_memory_MemTotal_bytes", [TOTAL] * n),
+            "accelerator_memory_used": _series("local-llm", noisy(card, 0.05 * GIB)),
+            "accelerator_memory_total": _series("local-llm", [114.0 * GIB] * n),
+        },
+    ).absent(*NO_LOGS)
+
+
+@pytest.mark.parametrize("job", ["gateway", "nginx", "caddy", "traefik"])
+def test_a_reverse_proxy_is_a_gateway_whatever_its_job_is_called(tmp_path, job):
+    """Fresh seed 4242 through a real Prometheus, its jobs renamed as operators name them
+    (s18: Ollama behind nginx, a second model kept): scraped as "nginx", the proxy read as
+    the one engine's server, and one server loads no second model: swap-not-unloaded 3
+    -> insufficient-evidence. A reverse proxy in front of the engines is a gateway: what
+    loads models behind it is unknown, not one engine."""
+    result = verdict(tmp_path, _second_model_behind(job))
+    assert result["verdict"] == "swap-not-unloaded", scores(result)
+
+
 def _swapped_all_day_then_kept(last_hours: list[float]) -> Builder:
     """llama-swap swapping two models (9.9 and 11.1 GiB) on a 24 GiB card all day; three
     hours and a half before the failure a second server came up and the card read 20.7

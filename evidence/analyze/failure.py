@@ -43,7 +43,10 @@ ENGINE_PROCESS = re.compile(
     r"llama|vllm|sglang|ollama|comfy|webui|text-generation|koboldcpp|tabby|lmdeploy|exllama",
     re.I,
 )
-GATEWAY_JOBS = re.compile(r"gateway|swap|litellm|proxy|router", re.I)
+# Gateways by name: a model manager or router, or the reverse proxy in front of the engines.
+GATEWAY_JOBS = re.compile(
+    r"gateway|swap|litellm|proxy|router|nginx|caddy|traefik|haproxy|envoy|openresty", re.I
+)
 # Model managers, which load models on demand, by a target's job or instance: Ollama's
 # default port names it where only a blackbox probe watches it.
 MANAGER_TARGETS = re.compile(r"ollama|llama-swap|:11434\b", re.I)
