@@ -638,6 +638,55 @@ def test_a_reverse_proxy_is_a_gateway_whatever_its_job_is_called(tmp_path, job):
     assert result["verdict"] == "swap-not-unloaded", scores(result)
 
 
+def _queue_read_at(shift: float) -> Builder:
+    """llama-server read every two minutes for a day, the capture `shift` seconds after the
+    small hours' AT: eight slots, forty minutes of callers queued every four hours on
+    the hour before it, then the last ninety minutes queued through to the check that
+    timed out. The same history, whenever it was read."""
+    at, step = AT + shift, 120
+    grid = [at - 86400 + step * i for i in range(720)]
+    waiting = [12.0 if i >= 675 else 6.0 if i % 120 < 20 else 0.0 for i in range(720)]
+    running = [8.0 if w else 3.0 for w in waiting]
+
+    def line(metric: str, values: list[float]) -> list[dict]:
+        labels = {"__name__": metric, "job": "llama-server", "instance": "127.0.0.1:8080"}
+        return [
+            {"metric": labels, "values": [[t, repr(v)] for t, v in zip(grid, values, strict=True)]}
+        ]
+
+    b = Builder(
+        "spark-1", at, total=TOTAL, trigger=("healthcheck", "gateway", "no answer within 60 s")
+    )
+    b.memory([(at + i, 40 * GIB) for i in range(30)]).pressure([(at + i, 0.0) for i in range(30)])
+    b.processes([]).host().kernel([]).logs([])
+    named = {
+        "targets_up": line("up", [1.0] * 720),
+        "requests_waiting": line("llamacpp:requests_deferred", waiting),
+        "requests_running": line("llamacpp:requests_processing", running),
+    }
+    return b.history(
+        [
+            {"name": k, "expr": k, "status": "ok", "reason": None, "series": v}
+            for k, v in named.items()
+        ],
+        start=grid[0],
+        step_s=step,
+    )
+
+
+def test_the_busiest_hour_before_is_the_same_whenever_the_history_is_read(tmp_path):
+    """Fresh seed 4242 s44, captured twice minutes apart: the busiest hour before the queue
+    read 55 % of it queued once and 48 % the other, and the verdict went with it. Hours on
+    the clock split a burst where they fall; hours counted back from the readings do not."""
+    said = []
+    for shift in (0.0, 1800.0):
+        result = verdict(tmp_path / str(shift), _queue_read_at(shift))
+        queue = next(c for c in result["candidates"] if c["fault"] == "concurrency-overload")
+        words = [e for e in queue["evidence_for"] + queue["evidence_against"] if "busiest" in e]
+        said.append((result["verdict"], words))
+    assert said[0] == said[1], said
+
+
 def _swapped_all_day_then_kept(last_hours: list[float]) -> Builder:
     """llama-swap swapping two models (9.9 and 11.1 GiB) on a 24 GiB card all day; three
     hours and a half before the failure a second server came up and the card read 20.7

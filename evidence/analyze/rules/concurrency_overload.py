@@ -26,6 +26,7 @@ from evidence.analyze.rules.series import (
     history,
     hourly,
     hourly_increase,
+    hours_of,
     mean,
     per_second,
     readings,
@@ -464,9 +465,6 @@ def _crowded(f: Facts, series: shapes.Series, end: float) -> str | None:
 
 
 def _hourly_shares(series: shapes.Series) -> list[float]:
-    """Per hour of the series, the share of it with requests waiting."""
-    hours: dict[int, list[tuple[float, float | None]]] = {}
-    for t, v in series:
-        hours.setdefault(int(t // HOUR_S), []).append((t, v))
-    shares = [share_above(pts, 0) for pts in hours.values() if len(known(pts)) >= 3]
+    """Per hour of the series (`hours_of`), the share of it with requests waiting."""
+    shares = [share_above(pts, 0) for pts in hours_of(series).values()]
     return [x for x in shares if x is not None]

@@ -1,6 +1,7 @@
 """Reading a series against the incident window and the day before it: its readings, hour
 by hour, medians and rates, and when the scrape targets' history began."""
 
+import math
 from collections.abc import Callable
 
 from evidence.analyze import shapes
@@ -25,14 +26,24 @@ def history(f: Facts, name: str) -> bool:
     return f.has(name) and window(f).has_history(f.series[name])
 
 
-def by_hour(series: shapes.Series) -> dict[int, list[float]]:
-    """The readings of each hour (by its number since the epoch), in time order; hours with
-    fewer than 3 readings are left out."""
-    hours: dict[int, list[float]] = {}
-    for t, v in series:
-        if v is not None:
-            hours.setdefault(int(t // HOUR_S), []).append(v)
-    return {k: vs for k, vs in sorted(hours.items()) if len(vs) >= 3}
+def hours_of(series: shapes.Series) -> dict[float, list[tuple[float, float]]]:
+    """The known readings of each hour, keyed by when it began, oldest first; hours with
+    fewer than 3 readings are left out. The hours are counted back from the last reading,
+    not the clock's: the same history read ten minutes later splits the same way (on the
+    clock's hours a burst falls in one hour or across two, and the busiest hour moves)."""
+    known = [(t, v) for t, v in series if v is not None]
+    if not known:
+        return {}
+    last = max(t for t, _ in known)
+    hours: dict[float, list[tuple[float, float]]] = {}
+    for t, v in known:
+        hours.setdefault(last - (math.floor((last - t) / HOUR_S) + 1) * HOUR_S, []).append((t, v))
+    return {k: pts for k, pts in sorted(hours.items()) if len(pts) >= 3}
+
+
+def by_hour(series: shapes.Series) -> dict[float, list[float]]:
+    """The readings' values of each hour (`hours_of`)."""
+    return {k: [v for _, v in pts] for k, pts in hours_of(series).items()}
 
 
 def hourly(series: shapes.Series, fn: Callable[[list[float]], float]) -> list[float]:

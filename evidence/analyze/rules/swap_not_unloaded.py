@@ -655,7 +655,7 @@ def _stood_there(
     top = max(((k, median(vs)) for k, vs in hours.items()), key=lambda kv: kv[1], default=None)
     if top is None or top[1] < level - model / 2:
         return None
-    return top[0] * HOUR_S, top[1]
+    return top
 
 
 def _second_engine(f: Facts) -> str | None:
