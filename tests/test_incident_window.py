@@ -687,6 +687,20 @@ def test_the_busiest_hour_before_is_the_same_whenever_the_history_is_read(tmp_pa
     assert said[0] == said[1], said
 
 
+def test_a_box_at_its_ceiling_all_day_did_not_fall_there_at_the_kill(tmp_path):
+    """Real-path seeds 3737 s52 and 3838 s17 (a DGX Spark whose engine preallocates the
+    pool: 1.2 GiB available all day): host-exhaustion said "available memory fell to 1.2
+    GiB, against at least 1.2 GiB earlier in the day". It fell nowhere; only the kill is
+    news, and the shortage it always had weighs a point, not two."""
+    n = len(DAY)
+    available = noisy([1.4 * GIB] * n, 0.1 * GIB)
+    b = _killed_behind_a_gateway("HTTP 500", [TOTAL - a for a in available], TOTAL)
+    result = verdict(tmp_path, b)
+    host = next(c for c in result["candidates"] if c["fault"] == "host-exhaustion")
+    said = [e for e in host["evidence_for"] if e.startswith("available memory")]
+    assert said and "as low as earlier in the day" in said[0] and "fell" not in said[0], host
+
+
 def _swapped_all_day_then_kept(last_hours: list[float]) -> Builder:
     """llama-swap swapping two models (9.9 and 11.1 GiB) on a 24 GiB card all day; three
     hours and a half before the failure a second server came up and the card read 20.7

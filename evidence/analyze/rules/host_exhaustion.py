@@ -221,10 +221,18 @@ def _exhaustion_in_window(
             j.evidence_for.append(text)
 
     said = f"available memory fell to {gib(low)} of {gib(total)} ({share:.0%})"
-    if usual:
+    # A box that lives at its ceiling (an engine preallocating the pool) was as short all
+    # day: the shortage is not news, only the kill is.
+    usual_level = bool(usual) and low >= min(usual)
+    if usual_level:
+        said = (
+            f"available memory was down to {gib(low)} of {gib(total)} ({share:.0%}), as low "
+            f"as earlier in the day ({gib(min(usual))})"
+        )
+    elif usual:
         said += f", against at least {gib(min(usual))} earlier in the day"
     if share < LOW_AVAILABLE and weighs:
-        j.add(2, f"{said} before the failure")
+        j.add(1 if usual_level else 2, f"{said} before the failure")
     elif share < LOW_AVAILABLE:
         # Nothing was killed and no allocation failed: the machine was short, and what it
         # did about it (stall, swap) is the story; running out is the kill.
