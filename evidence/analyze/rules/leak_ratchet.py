@@ -340,18 +340,20 @@ def _only_as_swap_filled(f: Facts, floors: list[tuple[float, float]], least: flo
     outgrew it in the last hours, pushed pages out and stalled the machine is the stall's."""
     w = window(f)
     before = [v for t, v in floors if t < w.start]
-    taken = swap_taken(f)
+    if not before:
+        return None
+    rose_before = before[-1] - floors[0][1]
+    taken = swap_taken(f) or 0.0  # no swap read, or none at all: nothing filled
     if (
-        not before
-        or before[-1] - floors[0][1] >= least
-        or (taken or 0.0) < SWAP_FILLED_BYTES
+        rose_before >= least
+        or taken < SWAP_FILLED_BYTES
         or memory_ran_out(f)
         or counted_kill_at(f) is not None
     ):
         return None
     return (
-        f"the floor rose {gib(before[-1] - floors[0][1])} before the incident window and "
-        f"{gib(floors[-1][1] - before[-1])} in it, as swap took {gib(taken or 0.0)}: the working "
+        f"the floor rose {gib(rose_before)} before the incident window and "
+        f"{gib(floors[-1][1] - before[-1])} in it, as swap took {gib(taken)}: the working "
         "set outgrowing memory, not a leak"
     )
 
@@ -644,8 +646,9 @@ def _release(f: Facts, name: str, floors: list[tuple[float, float]]) -> float | 
                 t for (_, a), (t, b) in zip(pts, pts[1:], strict=False) if a == 0 and b == 1
             ]
     releases = [t for t in releases if w.start <= t <= w.end]
-    died = _died(f, name, floors)
-    return max([*releases, *([] if died is None else [died])], default=None)
+    if (died := _died(f, name, floors)) is not None:
+        releases.append(died)
+    return max(releases, default=None)
 
 
 def _died(f: Facts, name: str, floors: list[tuple[float, float]]) -> float | None:

@@ -18,9 +18,9 @@ def freed_while_the_engines_answered(
     """The kernel's counter says it killed, and the line `name` gave most of `what` (a
     rise, a step: from `floor` to `risen`) back in the minutes after, while every sign of
     the failure says an answer came too late: no target fell, no error came back, no kill
-    line names an engine. An engine killed for what it held stops answering (refused, or an error
-    from its manager); one that only answered late lived through the kill, and what the
-    kill freed was another process's."""
+    line names an engine. An engine killed for what it held stops answering (refused, or
+    an error from its manager); one that only answered late lived through the kill, and
+    what the kill freed was another process's."""
     w = window(f)
     killed_at = counted_kill_at(f) if kills_in_history(f) else None
     if not w.failure or killed_at is None:

@@ -323,7 +323,7 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
         # A server that came up while no other went down: a model added, not one swapped
         # for another (a hand-over replaces the memory, it does not step it up). Its own
         # fall minutes later is its death, of the memory it could not get.
-        fell_at = {target: fell(series) for target, series in f.targets.items()}
+        fell_at = {key: down for key, s in f.targets.items() if (down := fell(s)) is not None}
         # A model loads and its cache fills over a ramp: a server that came up anywhere on
         # it, or within COINCIDE_S of it, came with the step.
         with_server = [
@@ -331,9 +331,7 @@ def _step_with_a_server(f: Facts, j: Judgement, one_model: str | None) -> None:
             for t, target in came_up
             if began - COINCIDE_S <= t <= reached + COINCIDE_S
             and not any(
-                abs(t - down) <= COINCIDE_S
-                for other, down in fell_at.items()
-                if down is not None and other != target
+                abs(t - down) <= COINCIDE_S for other, down in fell_at.items() if other != target
             )
         ]
         # No target for it, but the engine's log says a model it had not loaded before came
